@@ -30,7 +30,6 @@ fuzz:
 demo:
 	$(GO) run ./cmd/kretry-demo
 
-## apiserver: build kube-apiserver v1.37.2 + etcd into .apiserver/bin (only when missing or tools/apiserver/go.sum changed).
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh
 
