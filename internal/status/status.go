@@ -1,0 +1,51 @@
+// Package status reads the metav1.Status an API server puts in an error
+// answer or a watch ERROR event, in JSON or protobuf, without a scheme.
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kretry/kretry/policy"
+)
+
+// protobufPrefix starts every protobuf-encoded Kubernetes object.
+var protobufPrefix = []byte("k8s\x00")
+
+// Parse decodes body as a metav1.Status if it is one. It reports false for
+// anything else: a text/plain 429 from the inflight limiter, an HTML error
+// page from a proxy, a truncated body.
+func Parse(contentType string, body []byte) (*metav1.Status, bool) {
+	if bytes.HasPrefix(body, protobufPrefix) {
+		var unknown runtime.Unknown
+		if err := unknown.Unmarshal(body[len(protobufPrefix):]); err != nil || unknown.Kind != "Status" {
+			return nil, false
+		}
+		status := &metav1.Status{}
+		if err := status.Unmarshal(unknown.Raw); err != nil {
+			return nil, false
+		}
+		return status, true
+	}
+	if mediaType, _, err := mime.ParseMediaType(contentType); err != nil || mediaType != "application/json" {
+		return nil, false
+	}
+	status := &metav1.Status{}
+	if err := json.Unmarshal(body, status); err != nil || status.Kind != "Status" {
+		return nil, false
+	}
+	return status, true
+}
+
+// RetryAfter is the wait a Status asks for in details.retryAfterSeconds.
+func RetryAfter(status *metav1.Status) (time.Duration, bool) {
+	if status == nil || status.Details == nil {
+		return 0, false
+	}
+	return policy.SecondsToDuration(int64(status.Details.RetryAfterSeconds))
+}

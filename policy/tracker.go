@@ -1,0 +1,123 @@
+package policy
+
+import "time"
+
+// retryAfterJitter spreads a server-named wait by up to 10%, so a fleet of
+// clients told "Retry-After: 1" does not come back in step.
+const retryAfterJitter = 0.1
+
+// Decision is what to do after an outcome.
+type Decision struct {
+	// Retry is false when the outcome goes to the caller as it is.
+	Retry bool
+	// Wait is how long to wait before the next attempt.
+	Wait time.Duration
+}
+
+// Tracker is the failure history of one LIST request or one watch stream:
+// when the current run of failures began, and how far the backoff has
+// grown. It is not safe for concurrent use; each request owns one.
+type Tracker struct {
+	policy *Policy
+
+	// firstFailure starts the current run of 5xx/connection failures;
+	// zero when there is none. Only Progress ends a run.
+	firstFailure time.Time
+	// firstThrottle starts the current run of 429 answers.
+	firstThrottle time.Time
+	// lastFailure is when the backoff last grew; after BackoffReset of
+	// quiet it starts over.
+	lastFailure time.Time
+	// steps is the backoff exponent.
+	steps int
+	// progressed is set by Progress and cleared by Break: the first
+	// break after progress reopens at once.
+	progressed bool
+}
+
+// Decide returns what to do after an attempt ended with o. It is the one
+// place a retry is decided.
+func (t *Tracker) Decide(o Outcome) Decision {
+	cfg := t.policy.cfg
+	now := cfg.Clock.Now()
+	switch o.Class {
+	case TooManyRequests:
+		if t.firstThrottle.IsZero() {
+			t.firstThrottle = now
+		}
+		wait, named := t.retryAfter(o)
+		if !named {
+			wait = t.backoff(now)
+		}
+		if cfg.TooManyRequestsWindow > 0 && now.Add(wait).Sub(t.firstThrottle) > cfg.TooManyRequestsWindow {
+			return Decision{}
+		}
+		return Decision{Retry: true, Wait: wait}
+	case InternalError:
+		if t.firstFailure.IsZero() {
+			t.firstFailure = now
+		}
+		wait := t.backoff(now)
+		if named, ok := t.retryAfter(o); ok && named > wait {
+			wait = named
+		}
+		if now.Add(wait).Sub(t.firstFailure) > cfg.InternalErrorWindow {
+			return Decision{}
+		}
+		return Decision{Retry: true, Wait: wait}
+	default:
+		return Decision{}
+	}
+}
+
+// Break returns what to do after an established watch stream broke (a read
+// error, or a clean end before its time). Breaks are never bounded and never
+// count towards the InternalError window: an idle watch behind a flaky link
+// legitimately breaks again and again. The first break after progress
+// reopens at once; later ones back off.
+func (t *Tracker) Break() Decision {
+	if t.progressed {
+		t.progressed = false
+		return Decision{Retry: true}
+	}
+	return Decision{Retry: true, Wait: t.backoff(t.policy.cfg.Clock.Now())}
+}
+
+// Progress records that the request moved forward: a whole non-ERROR watch
+// event reached the caller, or a LIST body was read to its end. It ends the
+// current runs of failures.
+func (t *Tracker) Progress() {
+	t.firstFailure = time.Time{}
+	t.firstThrottle = time.Time{}
+	t.progressed = true
+}
+
+// retryAfter is the server-named wait, capped and jittered.
+func (t *Tracker) retryAfter(o Outcome) (time.Duration, bool) {
+	if !o.HasRetryAfter || o.RetryAfter <= 0 {
+		return 0, false
+	}
+	cfg := t.policy.cfg
+	wait := min(o.RetryAfter, cfg.MaxRetryAfter)
+	return wait + time.Duration(cfg.Rand()*retryAfterJitter*float64(wait)), true
+}
+
+// backoff returns the next jittered exponential wait and grows the
+// exponent: InitialBackoff doubling up to MaxBackoff, plus up to 100%
+// jitter, starting over after BackoffReset without failures.
+func (t *Tracker) backoff(now time.Time) time.Duration {
+	cfg := t.policy.cfg
+	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= cfg.BackoffReset {
+		t.steps = 0
+	}
+	t.lastFailure = now
+	base := cfg.InitialBackoff
+	for i := 0; i < t.steps && base < cfg.MaxBackoff; i++ {
+		base *= 2
+	}
+	base = min(base, cfg.MaxBackoff)
+	if base < cfg.MaxBackoff {
+		t.steps++
+	}
+	return base + time.Duration(cfg.Rand()*float64(base))
+}

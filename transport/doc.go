@@ -1,0 +1,25 @@
+// Package transport is kretry's entry point: an http.RoundTripper that
+// client-go users plug in with one line,
+//
+//	cfg.Wrap(transport.Wrapper(transport.Config{})) // cfg is a *rest.Config
+//
+// after which every LIST and WATCH made from that config is retried and
+// resumed: typed clientsets, the dynamic client, informers, hand-written
+// rest calls.
+//
+// The package only composes. It classifies each request (classify) and
+// routes it: WATCH requests to package watchretry, which resumes broken
+// streams from the last resourceVersion; LIST requests (and, if configured,
+// single-object GETs) to package listretry, which retries before and during
+// the body. Everything else (any other method, upgrades, log, exec, attach,
+// port-forward, proxy, paths outside the API) passes through untouched and
+// is never retried. The decisions themselves live in package policy.
+//
+// rest.Config.Wrap places kretry below client-go's authentication,
+// user-agent and impersonation wrappers and above TLS, so requests arrive
+// with their credentials set. kretry never reads or changes them, never
+// logs requests, and leaves response headers (Audit-Id, Warning) as the
+// server sent them; the one exception is Retry-After, removed from an
+// answer kretry gives up on so that client-go's own retries do not
+// multiply kretry's.
+package transport

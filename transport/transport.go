@@ -1,0 +1,67 @@
+package transport
+
+import (
+	"net/http"
+
+	"github.com/kretry/kretry/listretry"
+	"github.com/kretry/kretry/watchretry"
+)
+
+// New returns a RoundTripper that retries LIST and WATCH requests and
+// resumes WATCH streams, sending every attempt through next. Requests it
+// does not retry reach next exactly as they came.
+func New(next http.RoundTripper, cfg Config) http.RoundTripper {
+	p := cfg.policy()
+	return &roundTripper{
+		next:      next,
+		apiPrefix: cfg.APIPrefix,
+		retryGets: cfg.RetryGets,
+		list: listretry.New(next, listretry.Config{
+			Policy:     p,
+			BufferSize: cfg.ListBufferSize,
+			OnRetry:    cfg.OnRetry,
+		}),
+		watch: watchretry.New(next, watchretry.Config{
+			Policy:           p,
+			MaxFrameSize:     cfg.MaxFrameSize,
+			StallTimeout:     cfg.StallTimeout,
+			MaxInvalidFrames: cfg.MaxInvalidFrames,
+			OnRetry:          cfg.OnRetry,
+		}),
+	}
+}
+
+// Wrapper returns New as a transport wrapper, for rest.Config.Wrap (or
+// WrapTransport):
+//
+//	cfg.Wrap(transport.Wrapper(transport.Config{}))
+func Wrapper(cfg Config) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper { return New(next, cfg) }
+}
+
+type roundTripper struct {
+	next      http.RoundTripper
+	apiPrefix string
+	retryGets bool
+	list      http.RoundTripper
+	watch     http.RoundTripper
+}
+
+// RoundTrip routes req by its kind; see classify.
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch classify(req, t.apiPrefix) {
+	case kindWatch:
+		return t.watch.RoundTrip(req)
+	case kindList:
+		return t.list.RoundTrip(req)
+	case kindGet:
+		if t.retryGets {
+			return t.list.RoundTrip(req)
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+// WrappedRoundTripper lets client-go's utilnet helpers (CloseIdleConnectionsFor)
+// reach the transport below.
+func (t *roundTripper) WrappedRoundTripper() http.RoundTripper { return t.next }
