@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -40,6 +41,7 @@ func (c Class) String() string {
 
 // Outcome is what one attempt produced, reduced to what a decision needs.
 type Outcome struct {
+	// Class is what the attempt's answer or error means for retrying.
 	Class Class
 	// RetryAfter is the wait the server asked for; meaningful only when
 	// HasRetryAfter is set. Junk, zero and negative requests are reported
@@ -74,6 +76,7 @@ func ClassifyError(err error) Class {
 		return Deliver
 	case utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err),
 		utilnet.IsProbableEOF(err), utilnet.IsHTTP2ConnectionLost(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.EPIPE), utilnet.IsTimeout(err):
 		return InternalError
 	}
@@ -82,6 +85,9 @@ func ClassifyError(err error) Class {
 		"http2: server sent GOAWAY",
 		"http2: client connection force closed",
 		"REFUSED_STREAM",
+		// An HTTP/2 stream the server reset mid-answer (its handler
+		// timed out or panicked): client-go says "Please retry".
+		"; INTERNAL_ERROR",
 		"connection refused",
 		"TLS handshake timeout",
 	} {

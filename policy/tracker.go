@@ -45,26 +45,23 @@ func (t *Tracker) Decide(o Outcome) Decision {
 		if t.firstThrottle.IsZero() {
 			t.firstThrottle = now
 		}
-		wait, named := t.retryAfter(o)
-		if !named {
+		named, ok := t.retryAfter(o)
+		wait := named
+		if !ok {
 			wait = t.backoff(now)
 		}
-		if cfg.TooManyRequestsWindow > 0 && now.Add(wait).Sub(t.firstThrottle) > cfg.TooManyRequestsWindow {
-			return Decision{}
+		if cfg.TooManyRequestsWindow <= 0 {
+			return Decision{Retry: true, Wait: wait}
 		}
-		return Decision{Retry: true, Wait: wait}
+		return fitWindow(now, t.firstThrottle.Add(cfg.TooManyRequestsWindow), wait, named)
 	case InternalError:
 		if t.firstFailure.IsZero() {
 			t.firstFailure = now
 		}
 		wait := t.backoff(now)
-		if named, ok := t.retryAfter(o); ok && named > wait {
-			wait = named
-		}
-		if now.Add(wait).Sub(t.firstFailure) > cfg.InternalErrorWindow {
-			return Decision{}
-		}
-		return Decision{Retry: true, Wait: wait}
+		named, _ := t.retryAfter(o)
+		wait = max(wait, named)
+		return fitWindow(now, t.firstFailure.Add(cfg.InternalErrorWindow), wait, named)
 	default:
 		return Decision{}
 	}
@@ -90,6 +87,19 @@ func (t *Tracker) Progress() {
 	t.firstFailure = time.Time{}
 	t.firstThrottle = time.Time{}
 	t.progressed = true
+}
+
+// fitWindow bounds a retry by the end of its window. A backoff that would
+// overshoot is cut short so that the last attempt lands on the window's
+// end (the window is how long failures are retried, not a budget of whole
+// backoff steps); a wait the server named (named, zero if none) is never
+// cut, so a retry it pushes past the end is not made.
+func fitWindow(now, end time.Time, wait, named time.Duration) Decision {
+	remaining := end.Sub(now)
+	if remaining <= 0 || named > remaining {
+		return Decision{}
+	}
+	return Decision{Retry: true, Wait: min(wait, remaining)}
 }
 
 // retryAfter is the server-named wait, capped and jittered.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -40,12 +41,12 @@ var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
 // paths outside /api and /apis pass through.
 func classify(req *http.Request, apiPrefix string) kind {
 	if req.Method != http.MethodGet || req.Header.Get("Upgrade") != "" ||
-		strings.EqualFold(req.Header.Get("Connection"), "upgrade") {
+		strings.Contains(strings.ToLower(req.Header.Get("Connection")), "upgrade") {
 		return kindPassThrough
 	}
 	path, ok := strings.CutPrefix(req.URL.Path, strings.TrimSuffix(apiPrefix, "/"))
-	if !ok {
-		return kindPassThrough
+	if !ok || (path != "" && path[0] != '/') {
+		return kindPassThrough // outside the prefix, or "/k8s" matching "/k8sfoo"
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
@@ -56,15 +57,15 @@ func classify(req *http.Request, apiPrefix string) kind {
 	default:
 		return kindPassThrough
 	}
+	// The legacy /watch/ segment makes any read a watch, of a collection
+	// or of one object; the legacy /proxy/ segment tunnels.
 	watch := false
-	if len(parts) > 0 && parts[0] == "watch" {
-		watch, parts = true, parts[1:]
-	}
-	if values, ok := req.URL.Query()["watch"]; ok && len(values) > 0 {
-		switch strings.ToLower(values[0]) {
-		case "false", "0":
-		default:
-			watch = true
+	if len(parts) > 0 {
+		switch parts[0] {
+		case "watch":
+			watch, parts = true, parts[1:]
+		case "proxy":
+			return kindPassThrough
 		}
 	}
 	if len(parts) >= 2 && parts[0] == "namespaces" && (len(parts) == 2 || !namespaceSubresources[parts[2]]) {
@@ -83,8 +84,34 @@ func classify(req *http.Request, apiPrefix string) kind {
 	case watch:
 		return kindWatch
 	case len(parts) == 1:
+		// The query's watch parameter only turns a collection read into a
+		// watch; on one object the API server ignores it.
+		if watchParam(req.URL.RawQuery) {
+			return kindWatch
+		}
 		return kindList
 	default:
 		return kindGet
+	}
+}
+
+// watchParam reads the watch query parameter as the API server does
+// (runtime.Convert_Slice_string_To_bool): absent, "0", "f" and "false" (any
+// case) are false; any other value, even an empty one, is true.
+func watchParam(rawQuery string) bool {
+	if !strings.Contains(rawQuery, "watch") {
+		return false // spares parsing the query of the common LIST
+	}
+	// Like URL.Query, keep what parses and ignore the rest.
+	values, _ := url.ParseQuery(rawQuery)
+	watch := values["watch"]
+	if len(watch) == 0 {
+		return false
+	}
+	switch v := watch[0]; {
+	case v == "0", strings.EqualFold(v, "f"), strings.EqualFold(v, "false"):
+		return false
+	default:
+		return true
 	}
 }

@@ -9,11 +9,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -50,13 +50,14 @@ type Client struct {
 // When the policy gives up on a 429 or 5xx, Do returns the server's last
 // response, its Status body intact, without Retry-After, so client-go does
 // not add its own retries on top of kretry's. When it gives up on a
-// connection failure it returns that error as it was. A wait ends as soon
-// as req's context does.
+// connection failure it returns that error as the next RoundTripper
+// returned it. A wait ends as soon as req's context does, and Do then
+// returns the context's error. req itself is never modified.
 func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
 	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path}
 	retryable := &retryablehttp.Client{
 		HTTPClient: &http.Client{
-			Transport: roundTripperOnly{c.Next},
+			Transport: loop,
 			// Redirects go to the caller, as they would without kretry.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -65,8 +66,15 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 		Backoff:      loop.backoff,
 		ErrorHandler: loop.giveUp,
 		PrepareRetry: func(r *http.Request) error { return r.Context().Err() },
+		// Logger stays nil: retryablehttp logs nothing.
 	}
-	retryableReq, err := retryablehttp.FromRequest(req)
+	// retryablehttp sends the request it is given as the first attempt and
+	// may set its Body; it gets a shallow copy so that the caller's request
+	// stays exactly as it came. RequestURI is a server-side field that
+	// http.Client refuses.
+	attempt := *req
+	attempt.RequestURI = ""
+	retryableReq, err := retryablehttp.FromRequest(&attempt)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +84,9 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	return retryable.Do(retryableReq)
 }
 
-// loop is the state of one Do call shared by the retryablehttp hooks.
+// loop is the state of one Do call shared by the retryablehttp hooks. It is
+// also the RoundTripper of retryablehttp's http.Client, so that it sees the
+// next RoundTripper's errors before http.Client wraps or rewrites them.
 type loop struct {
 	client  *Client
 	tracker *policy.Tracker
@@ -89,25 +99,59 @@ type loop struct {
 	verdict error
 	// wait is the policy's chosen wait for the retry about to happen.
 	wait time.Duration
-	// lastErr is the last attempt's error as the RoundTripper returned it.
-	lastErr error
+	// roundTripErr is the error the next RoundTripper returned for the
+	// attempt in flight, as it returned it.
+	roundTripErr error
+	// drained is the response retryablehttp drained and closed before its
+	// last wait; it must not be closed again.
+	drained *http.Response
 }
 
-// checkRetry turns an attempt into an outcome and asks the policy.
+// RoundTrip sends one attempt through the next RoundTripper. It has no
+// CloseIdleConnections method on purpose: retryablehttp calls that on its
+// client after each give-up, which would tear down client-go's shared
+// connection pool.
+func (l *loop) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.client.Next.RoundTrip(req)
+	if err != nil && resp != nil {
+		// http.Client would log and drop this response; close it instead.
+		drainAndClose(resp.Body)
+		resp = nil
+	}
+	l.roundTripErr = err
+	return resp, err
+}
+
+// checkRetry turns an attempt into an outcome and asks the policy. When it
+// stops, the error it returns is the one the caller gets (see giveUp):
+// errGiveUp for a response the policy gave up on, else the attempt's own
+// error, or the context's.
 func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if resp == nil && err != nil {
+		// err is http.Client's wrapping of what the RoundTripper said.
+		if l.roundTripErr != nil {
+			err = l.roundTripErr
+		} else {
+			err = unwrapURLError(err)
+		}
+	}
+	l.roundTripErr = nil
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return false, ctxErr
 	}
 	if err == nil && resp != nil && resp == l.decided {
 		return false, l.verdict
 	}
-	l.lastErr = unwrapURLError(err)
-	outcome, cause := l.outcome(resp, l.lastErr)
+	outcome, cause := l.outcome(resp, err)
 	decision := l.tracker.Decide(outcome)
 	if !decision.Retry {
-		l.decided, l.verdict = resp, nil
-		if outcome.Class != policy.Deliver {
-			l.verdict = errGiveUp
+		switch {
+		case err != nil:
+			return false, err
+		case outcome.Class != policy.Deliver:
+			l.decided, l.verdict = resp, errGiveUp
+		default:
+			l.decided, l.verdict = resp, nil
 		}
 		return false, l.verdict
 	}
@@ -134,7 +178,7 @@ func (l *loop) outcome(resp *http.Response, err error) (policy.Outcome, string) 
 	} else if wait, ok := statusRetryAfter(resp); ok {
 		outcome.RetryAfter, outcome.HasRetryAfter = wait, true
 	}
-	return outcome, fmt.Sprintf("%d", resp.StatusCode)
+	return outcome, strconv.Itoa(resp.StatusCode)
 }
 
 // statusRetryAfter reads the start of resp's body for a Status naming
@@ -158,28 +202,29 @@ func statusRetryAfter(resp *http.Response) (time.Duration, bool) {
 
 // backoff waits the policy's chosen wait on the policy's clock (so tests
 // need not sleep) and the request context, then tells retryablehttp to wait
-// no longer. If the context ends first, PrepareRetry stops the loop.
-func (l *loop) backoff(time.Duration, time.Duration, int, *http.Response) time.Duration {
-	// The context is checked again by PrepareRetry; the error adds nothing here.
+// no longer. If the context ends first, retryablehttp or PrepareRetry stops
+// the loop with the context's error. retryablehttp has drained and closed
+// resp before calling this.
+func (l *loop) backoff(_, _ time.Duration, _ int, resp *http.Response) time.Duration {
+	l.drained = resp
+	// The context is checked again right after; the error adds nothing here.
 	_ = l.client.Policy.Clock().Sleep(l.ctx, l.wait)
 	return 0
 }
 
 // giveUp is the ErrorHandler: it hands the caller what the server last
 // said, never a "giving up after N attempts" error of retryablehttp's own.
+// err is what checkRetry (or PrepareRetry) stopped with.
 func (l *loop) giveUp(resp *http.Response, err error, _ int) (*http.Response, error) {
-	if errors.Is(err, errGiveUp) {
-		if l.lastErr == nil && resp != nil {
-			// Our retries are spent: client-go must not add its own on top.
-			resp.Header.Del("Retry-After")
-			return resp, nil
-		}
-		err = l.lastErr
+	if errors.Is(err, errGiveUp) && resp != nil {
+		// Our retries are spent: client-go must not add its own on top.
+		resp.Header.Del("Retry-After")
+		return resp, nil
 	}
-	if resp != nil {
+	if resp != nil && resp != l.drained {
 		drainAndClose(resp.Body)
 	}
-	return nil, unwrapURLError(err)
+	return nil, err
 }
 
 // drainLimit bounds how much of an abandoned body is read so that its
@@ -204,15 +249,6 @@ func unwrapURLError(err error) error {
 		return urlErr.Err
 	}
 	return err
-}
-
-// roundTripperOnly hides every method of the next RoundTripper but
-// RoundTrip: retryablehttp calls CloseIdleConnections on its client after
-// each give-up, which would tear down client-go's shared connection pool.
-type roundTripperOnly struct{ next http.RoundTripper }
-
-func (r roundTripperOnly) RoundTrip(req *http.Request) (*http.Response, error) {
-	return r.next.RoundTrip(req)
 }
 
 // replayBody serves bytes already read from a body, then the rest of it.
