@@ -53,7 +53,7 @@ type result int
 
 const (
 	// fetched: the store was replaced with the collection at outcome.rv.
-	fetched result = iota
+	fetched result = iota + 1 // the zero outcome means nothing
 	// gone: the RV asked for is no longer (or not yet) available: 410 Gone/Expired, or
 	// ResourceVersionTooLarge.
 	gone
@@ -68,7 +68,7 @@ const (
 )
 
 func (r result) String() string {
-	return [...]string{"fetched", "gone", "failed", "ended", "broke", "unsupported"}[r]
+	return [...]string{"none", "fetched", "gone", "failed", "ended", "broke", "unsupported"}[r]
 }
 
 // outcome is what a step reports back.
