@@ -1,0 +1,108 @@
+package policy_test
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/kretry/kretry/policy"
+)
+
+func TestClassifyStatus(t *testing.T) {
+	tests := []struct {
+		code int
+		want policy.Class
+	}{
+		{200, policy.Deliver},
+		{201, policy.Deliver},
+		{301, policy.Deliver},
+		{304, policy.Deliver},
+		{400, policy.Deliver},
+		{401, policy.Deliver},
+		{403, policy.Deliver},
+		{404, policy.Deliver},
+		{409, policy.Deliver},
+		{410, policy.Deliver},
+		{422, policy.Deliver},
+		{429, policy.TooManyRequests},
+		{500, policy.InternalError},
+		{501, policy.Deliver},
+		{502, policy.InternalError},
+		{503, policy.InternalError},
+		{504, policy.InternalError},
+		{505, policy.Deliver},
+	}
+	for _, tt := range tests {
+		if got := policy.ClassifyStatus(tt.code); got != tt.want {
+			t.Errorf("ClassifyStatus(%d) = %v, want %v", tt.code, got, tt.want)
+		}
+	}
+}
+
+// timeoutError is a net.Error that timed out, like a dial or TLS timeout.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func TestClassifyError(t *testing.T) {
+	opError := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+	}
+	tests := []struct {
+		name string
+		err  error
+		want policy.Class
+	}{
+		{"nil", nil, policy.Deliver},
+		{"context canceled", context.Canceled, policy.Deliver},
+		{"context deadline", context.DeadlineExceeded, policy.Deliver},
+		{"wrapped context", fmt.Errorf("read: %w", context.Canceled), policy.Deliver},
+		{"connection refused", opError(syscall.ECONNREFUSED), policy.InternalError},
+		{"connection reset", opError(syscall.ECONNRESET), policy.InternalError},
+		{"broken pipe", opError(syscall.EPIPE), policy.InternalError},
+		{"EOF", io.EOF, policy.InternalError},
+		{"unexpected EOF", io.ErrUnexpectedEOF, policy.InternalError},
+		{"wrapped EOF", fmt.Errorf("reading body: %w", io.EOF), policy.InternalError},
+		{"url.Error EOF", &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, policy.InternalError},
+		{"GOAWAY", errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR"), policy.InternalError},
+		{"h2 connection lost", errors.New("http2: client connection lost"), policy.InternalError},
+		{"h2 force closed", errors.New("http2: client connection force closed via ClientConn.Close"), policy.InternalError},
+		{"h2 refused stream", errors.New("stream error: stream ID 3; REFUSED_STREAM"), policy.InternalError},
+		{"h2 internal error", errors.New("stream error: stream ID 5; INTERNAL_ERROR; received from peer"), policy.InternalError},
+		{"h2 protocol error", errors.New("stream error: stream ID 5; PROTOCOL_ERROR"), policy.Deliver},
+		{"closed connection", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"), policy.InternalError},
+		{"net timeout", timeoutError{}, policy.InternalError},
+		{"TLS handshake timeout", errors.New("net/http: TLS handshake timeout"), policy.InternalError},
+		{"unknown authority", x509.UnknownAuthorityError{}, policy.Deliver},
+		{"no such host", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, policy.Deliver},
+		{"other", errors.New("boom"), policy.Deliver},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := policy.ClassifyError(tt.err); got != tt.want {
+				t.Errorf("ClassifyError(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClassString(t *testing.T) {
+	for class, want := range map[policy.Class]string{
+		policy.Deliver:         "Deliver",
+		policy.TooManyRequests: "TooManyRequests",
+		policy.InternalError:   "InternalError",
+	} {
+		if got := class.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", class, got, want)
+		}
+	}
+}

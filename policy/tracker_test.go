@@ -1,0 +1,381 @@
+package policy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/policy"
+)
+
+var epoch = time.Date(2026, 11, 30, 16, 0, 0, 0, time.UTC)
+
+func fixedRand(r float64) func() float64 { return func() float64 { return r } }
+
+// newTracker returns a tracker on a virtual clock with a fixed jitter draw.
+func newTracker(cfg policy.Config, jitter float64) (*policy.Tracker, *fakeclock.Clock) {
+	clock := fakeclock.New(epoch)
+	cfg.Clock = clock
+	cfg.Rand = fixedRand(jitter)
+	return policy.New(cfg).NewTracker(), clock
+}
+
+var (
+	serverError = policy.Outcome{Class: policy.InternalError}
+	throttled   = policy.Outcome{Class: policy.TooManyRequests}
+	delivered   = policy.Outcome{Class: policy.Deliver}
+)
+
+func withRetryAfter(o policy.Outcome, d time.Duration) policy.Outcome {
+	o.RetryAfter, o.HasRetryAfter = d, true
+	return o
+}
+
+// waitsUntilGiveUp decides o again and again, waiting each chosen wait on
+// the virtual clock as the caller would, and returns the waits in order.
+// It stops at the first refusal or after limit retries.
+func waitsUntilGiveUp(tracker *policy.Tracker, clock *fakeclock.Clock, o policy.Outcome, limit int) (waits []time.Duration, gaveUp bool) {
+	for range limit {
+		decision := tracker.Decide(o)
+		if !decision.Retry {
+			return waits, true
+		}
+		waits = append(waits, decision.Wait)
+		clock.Advance(decision.Wait)
+	}
+	return waits, false
+}
+
+func seconds(values ...float64) []time.Duration {
+	out := make([]time.Duration, len(values))
+	for i, v := range values {
+		out[i] = time.Duration(v * float64(time.Second))
+	}
+	return out
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBackoffSequence(t *testing.T) {
+	long := 24 * time.Hour // keep the window out of the way
+	tests := []struct {
+		name   string
+		cfg    policy.Config
+		jitter float64
+		want   []time.Duration
+	}{
+		{"client-go numbers, no jitter", policy.Config{InternalErrorWindow: long}, 0,
+			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 30)},
+		{"client-go numbers, half jitter", policy.Config{InternalErrorWindow: long}, 0.5,
+			seconds(1.2, 2.4, 4.8, 9.6, 19.2, 38.4, 45, 45)},
+		{"jitter up to +100% on top of the cap", policy.Config{InternalErrorWindow: long}, 0.999,
+			seconds(1.5992, 3.1984, 6.3968, 12.7936, 25.5872, 51.1744, 59.97, 59.97)},
+		{"custom initial and cap", policy.Config{InitialBackoff: time.Second, MaxBackoff: 5 * time.Second, InternalErrorWindow: long}, 0,
+			seconds(1, 2, 4, 5, 5)},
+		{"cap below initial is raised to it", policy.Config{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second, InternalErrorWindow: long}, 0,
+			seconds(2, 2, 2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(tt.cfg, tt.jitter)
+			waits, _ := waitsUntilGiveUp(tracker, clock, serverError, len(tt.want))
+			if !equalDurations(waits, tt.want) {
+				t.Errorf("waits = %v, want %v", waits, tt.want)
+			}
+		})
+	}
+}
+
+func TestBackoffResetsAfterQuiet(t *testing.T) {
+	tests := []struct {
+		name  string
+		quiet time.Duration
+		want  time.Duration
+	}{
+		{"just short of 2m keeps growing", 2*time.Minute - time.Nanosecond, 6400 * time.Millisecond},
+		{"2m quiet starts over", 2 * time.Minute, 800 * time.Millisecond},
+		{"custom reset", 10 * time.Second, 800 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := policy.Config{InternalErrorWindow: 24 * time.Hour}
+			if tt.name == "custom reset" {
+				cfg.BackoffReset = 10 * time.Second
+			}
+			tracker, clock := newTracker(cfg, 0)
+			waits, _ := waitsUntilGiveUp(tracker, clock, serverError, 3) // 0.8, 1.6, 3.2
+			if !equalDurations(waits, seconds(0.8, 1.6, 3.2)) {
+				t.Fatalf("waits = %v", waits)
+			}
+			// The last failure was at the start of the last wait.
+			clock.Advance(tt.quiet - waits[2])
+			if got := tracker.Decide(serverError).Wait; got != tt.want {
+				t.Errorf("wait after %v quiet = %v, want %v", tt.quiet, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInternalErrorWindow(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     policy.Config
+		outcome policy.Outcome
+		jitter  float64
+		want    []time.Duration
+	}{
+		{"default 30s: the last backoff is cut to the window's end", policy.Config{}, serverError, 0.5,
+			seconds(1.2, 2.4, 4.8, 9.6, 12)},
+		{"no jitter", policy.Config{}, serverError, 0,
+			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 5.2)},
+		{"short window", policy.Config{InternalErrorWindow: 2 * time.Second}, serverError, 0,
+			seconds(0.8, 1.2)},
+		{"Retry-After above the backoff is the wait", policy.Config{}, withRetryAfter(serverError, 5*time.Second), 0,
+			seconds(5, 5, 5, 6.4, 8.6)},
+		{"Retry-After past the window's end is not cut: give up", policy.Config{}, withRetryAfter(serverError, 20*time.Second), 0,
+			seconds(20)},
+		{"Retry-After beyond the window: no retry at all", policy.Config{}, withRetryAfter(serverError, 10*time.Minute), 0,
+			nil},
+		{"Retry-After capped by MaxRetryAfter fits a long window", policy.Config{InternalErrorWindow: 3 * time.Minute}, withRetryAfter(serverError, 10*time.Minute), 0,
+			seconds(60, 60, 60)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(tt.cfg, tt.jitter)
+			waits, gaveUp := waitsUntilGiveUp(tracker, clock, tt.outcome, 100)
+			if !gaveUp {
+				t.Fatalf("never gave up; waits %v", waits)
+			}
+			if !equalDurations(waits, tt.want) {
+				t.Errorf("waits = %v, want %v", waits, tt.want)
+			}
+			var total time.Duration
+			for _, w := range waits {
+				total += w
+			}
+			window := tt.cfg.InternalErrorWindow
+			if window == 0 {
+				window = policy.DefaultInternalErrorWindow
+			}
+			if total > window {
+				t.Errorf("retried for %v, past the %v window", total, window)
+			}
+		})
+	}
+}
+
+func TestInternalErrorWaitIsMaxOfBackoffAndRetryAfter(t *testing.T) {
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		jitter     float64
+		want       time.Duration
+	}{
+		{"server asks less than the backoff", 500 * time.Millisecond, 0, 800 * time.Millisecond},
+		{"server asks more", 3 * time.Second, 0, 3 * time.Second},
+		{"both jittered: backoff 1.2s beats 1s+5%", time.Second, 0.5, 1200 * time.Millisecond},
+		{"both jittered: 5s+5% beats backoff", 5 * time.Second, 0.5, 5250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, _ := newTracker(policy.Config{}, tt.jitter)
+			got := tracker.Decide(withRetryAfter(serverError, tt.retryAfter))
+			if !got.Retry || got.Wait != tt.want {
+				t.Errorf("Decide = %+v, want retry after %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWindowIsMeasuredFromFirstFailureSinceProgress(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, 0)
+	// 0.8 + 1.6 + 3.2 = 5.6s into the window.
+	if waits, _ := waitsUntilGiveUp(tracker, clock, serverError, 3); len(waits) != 3 {
+		t.Fatalf("waits = %v", waits)
+	}
+	// A run of 429s in between neither ends nor restarts the window.
+	if !tracker.Decide(withRetryAfter(throttled, time.Second)).Retry {
+		t.Fatal("429 not retried")
+	}
+	clock.Advance(time.Second) // 6.6s
+	if got := tracker.Decide(serverError); !got.Retry || got.Wait != 3400*time.Millisecond {
+		t.Fatalf("Decide = %+v, want the rest of the window, 3.4s", got)
+	}
+	clock.Advance(3400 * time.Millisecond) // 10s: the window is spent
+	if tracker.Decide(serverError).Retry {
+		t.Fatal("retried past the window")
+	}
+
+	// Progress starts a new run with a whole window.
+	tracker.Progress()
+	clock.Advance(time.Second)
+	waits, gaveUp := waitsUntilGiveUp(tracker, clock, serverError, 100)
+	if !gaveUp {
+		t.Fatal("never gave up")
+	}
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	if total != 10*time.Second {
+		t.Errorf("after progress retried for %v (%v), want the whole 10s window", total, waits)
+	}
+}
+
+func TestProgressKeepsBackoffGrowth(t *testing.T) {
+	// Progress ends a run of failures but does not reset the backoff: only
+	// BackoffReset of quiet does, as in client-go.
+	tracker, clock := newTracker(policy.Config{}, 0)
+	waitsUntilGiveUp(tracker, clock, serverError, 2) // 0.8, 1.6
+	tracker.Progress()
+	if got := tracker.Decide(serverError).Wait; got != 3200*time.Millisecond {
+		t.Errorf("wait after progress = %v, want 3.2s", got)
+	}
+}
+
+func TestTooManyRequests(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     policy.Config
+		outcome policy.Outcome
+		jitter  float64
+		want    []time.Duration
+		gaveUp  bool
+	}{
+		{"Retry-After is the wait", policy.Config{}, withRetryAfter(throttled, time.Second), 0,
+			seconds(1, 1, 1, 1, 1), false},
+		{"Retry-After jittered by up to 10%", policy.Config{}, withRetryAfter(throttled, 10*time.Second), 0.5,
+			seconds(10.5, 10.5), false},
+		{"Retry-After capped by the default MaxRetryAfter", policy.Config{}, withRetryAfter(throttled, time.Hour), 0,
+			seconds(60, 60), false},
+		{"Retry-After capped by MaxRetryAfter", policy.Config{MaxRetryAfter: 5 * time.Second}, withRetryAfter(throttled, time.Hour), 0.5,
+			seconds(5.25, 5.25), false},
+		{"saturated Retry-After is capped", policy.Config{}, withRetryAfter(throttled, maxDuration), 0,
+			seconds(60), false},
+		{"none named: backoff", policy.Config{}, throttled, 0,
+			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30), false},
+		{"zero or negative named: backoff", policy.Config{}, withRetryAfter(throttled, -time.Second), 0,
+			seconds(0.8, 1.6), false},
+		{"window bounds Retry-After waits", policy.Config{TooManyRequestsWindow: 10 * time.Second}, withRetryAfter(throttled, 3*time.Second), 0,
+			seconds(3, 3, 3), true},
+		{"window cuts the last backoff", policy.Config{TooManyRequestsWindow: 10 * time.Second}, throttled, 0,
+			seconds(0.8, 1.6, 3.2, 4.4), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(tt.cfg, tt.jitter)
+			waits, gaveUp := waitsUntilGiveUp(tracker, clock, tt.outcome, len(tt.want)+1)
+			if gaveUp != tt.gaveUp {
+				t.Errorf("gave up = %v, want %v", gaveUp, tt.gaveUp)
+			}
+			if !tt.gaveUp {
+				waits = waits[:len(tt.want)]
+			}
+			if !equalDurations(waits, tt.want) {
+				t.Errorf("waits = %v, want %v", waits, tt.want)
+			}
+		})
+	}
+}
+
+func TestTooManyRequestsUnboundedByDefault(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{}, 0.5)
+	// An hour of 429s, far past every window: still retried.
+	waits, gaveUp := waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, time.Second), 3600)
+	if gaveUp || len(waits) != 3600 {
+		t.Fatalf("gave up after %d retries", len(waits))
+	}
+	if clock.Now().Sub(epoch) < time.Hour {
+		t.Errorf("only %v of virtual time passed", clock.Now().Sub(epoch))
+	}
+}
+
+func TestTooManyRequestsWindowRestartsOnProgress(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{TooManyRequestsWindow: 5 * time.Second}, 0)
+	if _, gaveUp := waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, 2*time.Second), 10); !gaveUp {
+		t.Fatal("window did not bound 429s")
+	}
+	tracker.Progress()
+	if !tracker.Decide(withRetryAfter(throttled, 2*time.Second)).Retry {
+		t.Fatal("429 after progress not retried")
+	}
+}
+
+func TestDeliver(t *testing.T) {
+	tracker, _ := newTracker(policy.Config{}, 0)
+	if got := tracker.Decide(delivered); got.Retry || got.Wait != 0 {
+		t.Errorf("Decide(Deliver) = %+v, want hand over", got)
+	}
+	// A delivered outcome is not a failure: the backoff did not grow.
+	if got := tracker.Decide(serverError).Wait; got != 800*time.Millisecond {
+		t.Errorf("first backoff = %v, want 800ms", got)
+	}
+}
+
+func TestBreak(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 5 * time.Second}, 0)
+	step := func(want time.Duration) {
+		t.Helper()
+		got := tracker.Break()
+		if !got.Retry || got.Wait != want {
+			t.Fatalf("Break = %+v, want retry after %v", got, want)
+		}
+		clock.Advance(got.Wait)
+	}
+	// A new stream counts as having progressed: its first break reopens at once.
+	step(0)
+	step(800 * time.Millisecond)
+	step(1600 * time.Millisecond)
+	tracker.Progress()
+	step(0) // first break after progress: immediate
+	step(3200 * time.Millisecond)
+
+	// Breaks are unbounded and never open the InternalError window: far
+	// past 5s of breaks, a 5xx still gets its whole window.
+	for range 1000 {
+		if got := tracker.Break(); !got.Retry {
+			t.Fatal("break refused")
+		}
+		clock.Advance(time.Minute)
+	}
+	waits, gaveUp := waitsUntilGiveUp(tracker, clock, serverError, 100)
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	if !gaveUp || total != 5*time.Second {
+		t.Errorf("5xx after breaks: waits %v (gave up %v), want the whole 5s window", waits, gaveUp)
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	got := policy.New(policy.Config{}).Config()
+	if got.InitialBackoff != 800*time.Millisecond || got.MaxBackoff != 30*time.Second ||
+		got.BackoffReset != 2*time.Minute || got.MaxRetryAfter != time.Minute ||
+		got.InternalErrorWindow != 30*time.Second || got.TooManyRequestsWindow != 0 {
+		t.Errorf("defaults = %+v", got)
+	}
+	if got.Clock == nil || got.Rand == nil {
+		t.Error("no default clock or random source")
+	}
+	if r := got.Rand(); r < 0 || r >= 1 {
+		t.Errorf("Rand() = %v, want [0,1)", r)
+	}
+	if _, ok := policy.New(policy.Config{}).Clock().(policy.RealClock); !ok {
+		t.Error("default clock is not the wall clock")
+	}
+	negative := policy.New(policy.Config{InitialBackoff: -1, MaxRetryAfter: -1}).Config()
+	if negative.InitialBackoff != policy.DefaultInitialBackoff || negative.MaxRetryAfter != policy.DefaultMaxRetryAfter {
+		t.Errorf("negative values not defaulted: %+v", negative)
+	}
+}
