@@ -162,7 +162,9 @@ func TestClassifyClientGoRequests(t *testing.T) {
 		}, nil, kindGet, "/api/v1/namespaces/ns/pods/p"},
 
 		// Streams and tunnels: never retried.
-		{"logs", func(c clients) { c.typed.CoreV1().Pods("ns").GetLogs("p", &corev1.PodLogOptions{Follow: true}).Stream(ctx) }, nil,
+		{"logs", func(c clients) {
+			c.typed.CoreV1().Pods("ns").GetLogs("p", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+		}, nil,
 			kindPassThrough, "/api/v1/namespaces/ns/pods/p/log"},
 		{"exec over SPDY", func(c clients) {
 			c.typed.CoreV1().RESTClient().Post().Namespace("ns").Resource("pods").Name("p").SubResource("exec").Param("command", "ls").Do(ctx)
