@@ -1,0 +1,545 @@
+package demoserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/ptr"
+)
+
+// eventually is the bound for conditions that settle asynchronously; generous on purpose.
+const eventually = 30 * time.Second
+
+// quiet starts a server without a writer or faults; tests drive changes with Step.
+func quiet(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.WriteInterval == 0 {
+		cfg.WriteInterval = -1
+	}
+	if cfg.Objects == 0 {
+		cfg.Objects = 25
+	}
+	s := Start(cfg)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func clientset(t *testing.T, cfg *rest.Config, contentType string) kubernetes.Interface {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	if contentType != "" {
+		cfg.ContentType = contentType
+		cfg.AcceptContentTypes = contentType
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// next returns the next watch event or fails after the bound.
+func next(t *testing.T, w watch.Interface) watch.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("watch closed")
+		}
+		return ev
+	case <-time.After(eventually):
+		t.Fatal("no watch event")
+	}
+	return watch.Event{}
+}
+
+func rvOf(t *testing.T, obj runtime.Object) uint64 {
+	t.Helper()
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		t.Fatalf("object is %T, want *ConfigMap", obj)
+	}
+	rv, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
+}
+
+func TestClientsetListAndWatch(t *testing.T) {
+	for _, contentType := range []string{"", runtime.ContentTypeJSON} { // "": the clientset's protobuf default
+		t.Run("contentType="+contentType, func(t *testing.T) {
+			s := quiet(t, Config{})
+			ctx := t.Context()
+			cms := clientset(t, s.RESTConfig("test"), contentType).CoreV1().ConfigMaps(s.Namespace())
+			list, err := cms.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) != 25 || list.ResourceVersion != s.State().ResourceVersion {
+				t.Fatalf("list: %d items at RV %s, want 25 at %s", len(list.Items), list.ResourceVersion, s.State().ResourceVersion)
+			}
+			w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			var last uint64
+			for range 10 {
+				want, _ := strconv.ParseUint(s.Step(), 10, 64)
+				ev := next(t, w)
+				if got := rvOf(t, ev.Object); got != want || got <= last {
+					t.Fatalf("event %s at RV %d, want %d", ev.Type, got, want)
+				}
+				last = want
+			}
+			got, err := cms.Get(ctx, list.Items[0].Name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			if err == nil && got.Name != list.Items[0].Name {
+				t.Fatalf("get returned %q", got.Name)
+			}
+			if _, err := cms.Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("get missing: %v, want NotFound", err)
+			}
+			st := s.Stats("test")
+			if st.Lists != 1 || st.Watches != 1 || st.Events != 10 || st.InitialStateFetches() != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestPagingAndExpiredContinue(t *testing.T) {
+	s := quiet(t, Config{Objects: 30})
+	ctx := t.Context()
+	cms := clientset(t, s.RESTConfig("test"), "").CoreV1().ConfigMaps(s.Namespace())
+
+	first, err := cms.List(ctx, metav1.ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Items) != 10 || first.Continue == "" || ptr.Deref(first.RemainingItemCount, 0) != 20 {
+		t.Fatalf("first page: %d items, continue %q, remaining %v", len(first.Items), first.Continue, first.RemainingItemCount)
+	}
+	s.Step() // pages stay at the first page's snapshot
+	second, err := cms.List(ctx, metav1.ListOptions{Limit: 10, Continue: first.Continue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ResourceVersion != first.ResourceVersion || second.Items[0].Name <= first.Items[9].Name {
+		t.Fatalf("second page at RV %s starting %s, first at %s ending %s",
+			second.ResourceVersion, second.Items[0].Name, first.ResourceVersion, first.Items[9].Name)
+	}
+
+	s.Step()
+	s.Compact()
+	_, err = cms.List(ctx, metav1.ListOptions{Limit: 10, Continue: second.Continue})
+	if !apierrors.IsResourceExpired(err) {
+		t.Fatalf("continue after compaction: %v, want 410 Expired", err)
+	}
+
+	// client-go's pager falls back to a full list when the token expires mid-way.
+	calls := 0
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		calls++
+		if calls == 2 {
+			s.Step()
+			s.Compact()
+		}
+		return cms.List(ctx, opts)
+	})
+	p.PageSize = 10
+	list, _, err := p.ListWithAlloc(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := metaLen(list); n != len(s.State().Objects) {
+		t.Fatalf("pager list has %d items, server %d", n, len(s.State().Objects))
+	}
+	st := s.Stats("test")
+	if st.Expired != 2 {
+		t.Fatalf("expired = %d, want 2", st.Expired)
+	}
+}
+
+func metaLen(obj runtime.Object) (int, error) {
+	switch l := obj.(type) {
+	case *corev1.ConfigMapList:
+		return len(l.Items), nil
+	case *metav1.List:
+		return len(l.Items), nil
+	}
+	return 0, errors.New("not a list")
+}
+
+func TestWatchFromCompactedRVGetsExpired(t *testing.T) {
+	for _, contentType := range []string{"", runtime.ContentTypeJSON} {
+		t.Run("contentType="+contentType, func(t *testing.T) {
+			s := quiet(t, Config{})
+			cms := clientset(t, s.RESTConfig("test"), contentType).CoreV1().ConfigMaps(s.Namespace())
+			old := s.Step()
+			s.Step()
+			s.Compact()
+			w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: old})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			ev := next(t, w)
+			if ev.Type != watch.Error || !apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+				t.Fatalf("got %s %v, want ERROR 410 Expired", ev.Type, ev.Object)
+			}
+			if _, ok := <-w.ResultChan(); ok {
+				t.Fatal("stream went on after the ERROR event")
+			}
+			if st := s.Stats("test"); st.Expired != 1 {
+				t.Fatalf("expired = %d, want 1", st.Expired)
+			}
+		})
+	}
+}
+
+func TestWatchList(t *testing.T) {
+	s := quiet(t, Config{Objects: 12})
+	cms := clientset(t, s.RESTConfig("test"), "").CoreV1().ConfigMaps(s.Namespace())
+	s.Step()
+	s.Compact() // a watch-list names an RV not older than, so an old one is fine
+	w, err := cms.Watch(t.Context(), metav1.ListOptions{
+		ResourceVersion:      "1",
+		SendInitialEvents:    ptr.To(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	state := s.State()
+	for range state.Objects {
+		if ev := next(t, w); ev.Type != watch.Added {
+			t.Fatalf("got %s before the initial-events-end bookmark", ev.Type)
+		}
+	}
+	ev := next(t, w)
+	cm := ev.Object.(*corev1.ConfigMap)
+	if ev.Type != watch.Bookmark || cm.Annotations[metav1.InitialEventsAnnotationKey] != "true" || cm.ResourceVersion != state.ResourceVersion {
+		t.Fatalf("got %s %v, want the initial-events-end BOOKMARK at %s", ev.Type, cm.ObjectMeta, state.ResourceVersion)
+	}
+	rv := s.Step()
+	if ev := next(t, w); ev.Object.(*corev1.ConfigMap).ResourceVersion != rv {
+		t.Fatalf("after the bookmark got %s at %s, want RV %s", ev.Type, ev.Object.(*corev1.ConfigMap).ResourceVersion, rv)
+	}
+	if st := s.Stats("test"); st.WatchLists != 1 || st.InitialStateFetches() != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// Without allowWatchBookmarks the request is invalid, as in kube-apiserver.
+	_, err = cms.Watch(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if !apierrors.IsBadRequest(err) {
+		t.Fatalf("watch-list without bookmarks: %v, want 400", err)
+	}
+}
+
+func TestWatchFromZeroSendsStateThenChanges(t *testing.T) {
+	s := quiet(t, Config{Objects: 5})
+	cms := clientset(t, s.RESTConfig("test"), runtime.ContentTypeJSON).CoreV1().ConfigMaps(s.Namespace())
+	w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for range 5 {
+		if ev := next(t, w); ev.Type != watch.Added {
+			t.Fatalf("got %s, want the state as ADDED", ev.Type)
+		}
+	}
+	rv := s.Step()
+	if ev := next(t, w); ev.Object.(*corev1.ConfigMap).ResourceVersion != rv {
+		t.Fatalf("got %s, want the change at %s", ev.Type, rv)
+	}
+}
+
+func TestBookmarksAndTimeout(t *testing.T) {
+	s := quiet(t, Config{BookmarkInterval: 20 * time.Millisecond})
+	cms := clientset(t, s.RESTConfig("test"), "").CoreV1().ConfigMaps(s.Namespace())
+	rv := s.State().ResourceVersion
+	w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev := next(t, w)
+	if ev.Type != watch.Bookmark || ev.Object.(*corev1.ConfigMap).ResourceVersion != rv {
+		t.Fatalf("got %s, want BOOKMARK at %s", ev.Type, rv)
+	}
+	deadline := time.After(eventually)
+	for {
+		select {
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return // timeoutSeconds ended the stream
+			}
+		case <-deadline:
+			t.Fatal("timeoutSeconds=1 did not end the watch")
+		}
+	}
+}
+
+func TestDiscoveryAndDynamicClient(t *testing.T) {
+	s := quiet(t, Config{Objects: 3})
+	dc, err := discovery.NewDiscoveryClientForConfig(s.RESTConfig("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := dc.ServerVersion(); err != nil || v.Minor != "37" {
+		t.Fatalf("version %v, %v", v, err)
+	}
+	resources, err := dc.ServerResourcesForGroupVersion("v1")
+	if err != nil || len(resources.APIResources) != 1 || resources.APIResources[0].Name != "configmaps" {
+		t.Fatalf("v1 resources %v, %v", resources, err)
+	}
+	if _, err := dc.ServerGroups(); err != nil {
+		t.Fatal(err)
+	}
+
+	dyn, err := dynamic.NewForConfig(s.RESTConfig("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(s.Namespace())
+	list, err := res.List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 3 {
+		t.Fatalf("dynamic list: %v, %v", list, err)
+	}
+	w, err := res.Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rv := s.Step()
+	if ev := next(t, w); ev.Object.(interface{ GetResourceVersion() string }).GetResourceVersion() != rv {
+		t.Fatalf("dynamic watch got %v, want RV %s", ev, rv)
+	}
+}
+
+// rawWatch opens a watch with a plain HTTP client, to see the bytes on the wire.
+func rawWatch(t *testing.T, s *Server, accept, query string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet,
+		s.URL()+"/api/v1/namespaces/"+s.Namespace()+"/configmaps?watch=true&"+query, nil)
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "raw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestWireFraming(t *testing.T) {
+	s := quiet(t, Config{})
+	rv := s.State().ResourceVersion
+
+	resp := rawWatch(t, s, "application/json", "resourceVersion="+rv)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("JSON watch Content-Type %q", ct)
+	}
+	s.Step()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, `{"type":`) {
+		t.Fatalf("JSON frame %q, %v", line, err)
+	}
+
+	resp = rawWatch(t, s, "application/vnd.kubernetes.protobuf, application/json", "resourceVersion="+rv)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/vnd.kubernetes.protobuf;stream=watch" {
+		t.Fatalf("protobuf watch Content-Type %q", ct)
+	}
+	var length uint32
+	if err := binary.Read(resp.Body, binary.BigEndian, &length); err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, length)
+	if _, err := io.ReadFull(resp.Body, frame); err != nil {
+		t.Fatalf("protobuf frame of %d bytes: %v", length, err)
+	}
+	if !strings.Contains(string(frame), "k8s\x00") {
+		t.Fatal("protobuf frame does not embed an enveloped object")
+	}
+}
+
+func TestInjectedFaults(t *testing.T) {
+	s := quiet(t, Config{})
+	rv := s.State().ResourceVersion
+
+	t.Run("torn frame", func(t *testing.T) {
+		resp := rawWatch(t, s, "application/json", "resourceVersion="+rv)
+		s.InjectFault("raw", TornFrame)
+		s.Step()
+		body, err := io.ReadAll(resp.Body)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || len(body) == 0 || strings.HasSuffix(string(body), "\n") {
+			t.Fatalf("read %q, %v; want part of a frame, then unexpected EOF", body, err)
+		}
+	})
+	t.Run("503 then 429s", func(t *testing.T) {
+		for _, tc := range []struct {
+			kind        FaultKind
+			code        int
+			retryAfter  string
+			contentType string
+		}{
+			{Unavailable, 503, "", "application/json"},
+			{TooManyRequests, 429, "1", "application/json"},
+			{TooManyRequestsNoRetryAfter, 429, "", "application/json"},
+			{TooManyRequestsPlain, 429, "1", "text/plain; charset=utf-8"},
+		} {
+			s.InjectFault("raw", tc.kind)
+			resp := rawWatch(t, s, "application/json", "resourceVersion="+rv)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code || resp.Header.Get("Retry-After") != tc.retryAfter || resp.Header.Get("Content-Type") != tc.contentType {
+				t.Errorf("%v: %d Retry-After %q %q %s", tc.kind, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body)
+			}
+			for rawWatch(t, s, "application/json", "resourceVersion="+rv).StatusCode != http.StatusOK {
+				// a 503 burst may hold a second answer
+			}
+		}
+	})
+	t.Run("InternalError event", func(t *testing.T) {
+		cms := clientset(t, s.RESTConfig("raw"), "").CoreV1().ConfigMaps(s.Namespace())
+		w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: s.State().ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		s.InjectFault("raw", InternalErrorEvent)
+		s.Step()
+		ev := next(t, w)
+		if ev.Type != watch.Error || !apierrors.IsInternalError(apierrors.FromObject(ev.Object)) {
+			t.Fatalf("got %s %v, want ERROR 500", ev.Type, ev.Object)
+		}
+	})
+	t.Run("compaction", func(t *testing.T) {
+		cms := clientset(t, s.RESTConfig("raw"), "").CoreV1().ConfigMaps(s.Namespace())
+		from := s.State().ResourceVersion
+		w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		s.InjectFault("raw", Compaction)
+		s.Step()
+		if _, ok := <-w.ResultChan(); ok {
+			t.Fatal("the stream delivered past the compaction")
+		}
+		w, err = cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if ev := next(t, w); !apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+			t.Fatalf("re-watch got %s %v, want 410", ev.Type, ev.Object)
+		}
+	})
+	st := s.Stats("raw")
+	if st.FaultsInjected() != 7 {
+		t.Fatalf("faults %v, want 7 scenarios", st.Faults)
+	}
+}
+
+func TestNoFaultsDuringInitialState(t *testing.T) {
+	s := quiet(t, Config{Objects: 50})
+	s.InjectFault("raw", TornFrame)
+	w, err := clientset(t, s.RESTConfig("raw"), "").CoreV1().ConfigMaps(s.Namespace()).Watch(t.Context(), metav1.ListOptions{
+		SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for range 51 { // 50 ADDED and the bookmark, unbroken
+		next(t, w)
+	}
+	s.Step()
+	if _, ok := <-w.ResultChan(); ok {
+		t.Fatal("the armed fault did not hit the first change after the initial state")
+	}
+}
+
+func TestScheduleIsSeeded(t *testing.T) {
+	draw := func(seed uint64) []FaultKind {
+		sch := newSchedule(seed, 10, AllFaults)
+		now := time.Unix(0, 0)
+		var kinds []FaultKind
+		for len(kinds) < 20 {
+			sch.progress(now)
+			now = now.Add(time.Minute)
+			if kind := sch.midStream(now); kind != 0 {
+				kinds = append(kinds, kind)
+				sch.pending = nil
+			}
+		}
+		return kinds
+	}
+	a, b, c := draw(1), draw(1), draw(2)
+	if !equalKinds(a, b) {
+		t.Fatalf("same seed drew %v and %v", a, b)
+	}
+	if equalKinds(a, c) {
+		t.Fatalf("seeds 1 and 2 drew the same %v", a)
+	}
+	// No progress, no fault.
+	sch := newSchedule(1, 1000, AllFaults)
+	if kind := sch.midStream(time.Now().Add(time.Hour)); kind != 0 {
+		t.Fatalf("a fault (%v) armed before any progress", kind)
+	}
+}
+
+func equalKinds(a, b []FaultKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNegotiate(t *testing.T) {
+	for accept, want := range map[string]string{
+		"":                      mediaTypeJSON,
+		"application/json, */*": mediaTypeJSON,
+		"application/vnd.kubernetes.protobuf,application/json":                                  mediaTypeProtobuf,
+		"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json": mediaTypeJSON,
+		"application/json;q=0.5,application/vnd.kubernetes.protobuf":                            mediaTypeProtobuf,
+		"*/*":              mediaTypeJSON,
+		"application/yaml": "",
+	} {
+		c, ok := negotiate(accept)
+		if got := c.mediaType; !ok && want != "" || ok && got != want {
+			t.Errorf("negotiate(%q) = %q, %v; want %q", accept, got, ok, want)
+		}
+	}
+}
