@@ -1,0 +1,407 @@
+package frame
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// protoPrefix starts every object the protobuf serializer writes ("k8s\0").
+var protoPrefix = [4]byte{'k', '8', 's', 0}
+
+// Reasons a protobuf frame is invalid. The field walk mirrors the generated
+// (gogo) Unmarshal methods client-go runs, quirks included, so it accepts and
+// refuses what they do; protowire's own Consume functions are stricter (they
+// refuse 10-byte varints with a large last byte and field numbers >= 2^29,
+// which the generated code takes).
+var (
+	errProtoEmpty     = errors.New("empty watch event")
+	errProtoTruncated = errors.New("protobuf field runs past its message")
+	errProtoOverflow  = errors.New("protobuf varint overflows 64 bits")
+	errProtoLength    = errors.New("negative protobuf length")
+	errProtoTag       = errors.New("illegal protobuf tag")
+	errProtoEndGroup  = errors.New("protobuf end group without a group")
+	errProtoWireType  = errors.New("protobuf field has the wrong wire type")
+	errNoRaw          = errors.New("watch event object is empty")
+	errNoPrefix       = errors.New(`watch event object does not start with "k8s\x00"`)
+	errEmptyBody      = errors.New("watch event object has nothing after its prefix")
+)
+
+// Messages the scanner walks.
+const (
+	msgWatchEvent = iota
+	msgRawExtension
+	msgUnknown
+	msgTypeMeta
+	msgObject // any typed object: ObjectMeta is field 1
+	msgObjectMeta
+	msgStatus
+	msgListMeta
+	msgStatusDetails
+	msgCount
+)
+
+// wireTypes lists, for each message, the wire type of each field the
+// generated code knows (as wire type + 1; 0 is an unknown field, skipped).
+// Numbers are from generated.proto of k8s.io/apimachinery v0.37.2.
+var wireTypes = [msgCount][]int8{
+	msgWatchEvent:    {1: bytesField, 2: bytesField},
+	msgRawExtension:  {1: bytesField},
+	msgUnknown:       {1: bytesField, 2: bytesField, 3: bytesField, 4: bytesField},
+	msgTypeMeta:      {1: bytesField, 2: bytesField},
+	msgObject:        {1: bytesField},
+	msgObjectMeta:    {1: bytesField, 2: bytesField, 3: bytesField, 4: bytesField, 5: bytesField, 6: bytesField, 7: varintField, 8: bytesField, 9: bytesField, 10: varintField, 11: bytesField, 12: bytesField, 13: bytesField, 14: bytesField, 17: bytesField},
+	msgStatus:        {1: bytesField, 2: bytesField, 3: bytesField, 4: bytesField, 5: bytesField, 6: varintField},
+	msgListMeta:      {1: bytesField, 2: bytesField, 3: bytesField, 4: varintField, 5: bytesField},
+	msgStatusDetails: {1: bytesField, 2: bytesField, 3: bytesField, 4: bytesField, 5: varintField, 6: bytesField},
+}
+
+const (
+	varintField = int8(protowire.VarintType) + 1
+	bytesField  = int8(protowire.BytesType) + 1
+)
+
+// protoScanner holds what the fields of one protobuf frame say. Byte slices
+// alias the frame.
+type protoScanner struct {
+	typ        []byte
+	raw        []byte
+	hasRaw     bool
+	apiVersion []byte
+	kind       []byte
+	object     []byte
+	rv         []byte
+	eventsEnd  bool
+	code       int32
+	reason     []byte
+	retryAfter int32
+}
+
+func (p *protoScanner) reset() { *p = protoScanner{} }
+
+// nextProtobuf is Next for protobuf streams.
+func (s *Scanner) nextProtobuf() (Frame, error) {
+	for s.end-s.start < 4 {
+		if !s.fill(4 - (s.end - s.start)) {
+			return Frame{}, s.endOfStream(s.end > s.start)
+		}
+	}
+	size := binary.BigEndian.Uint32(s.buf[s.start:])
+	if uint64(size) > uint64(s.maxSize) {
+		return Frame{}, s.fail(s.tooLarge(int(size)))
+	}
+	total := 4 + int(size)
+	for s.end-s.start < total {
+		if !s.fill(total - (s.end - s.start)) {
+			return Frame{}, s.endOfStream(true)
+		}
+	}
+	fr := Frame{Raw: s.buf[s.start : s.start+total]}
+	if err := s.proto.event(fr.Raw[4:], &fr.Event); err != nil {
+		return Frame{}, s.invalid(0, err)
+	}
+	s.returned = total
+	return fr, nil
+}
+
+// event reads a raw metav1.WatchEvent and fills ev, checking what
+// client-go's watch decoder checks: the event, its type, the object's
+// "k8s\0" + runtime.Unknown wrapper and its kind, then the object's metadata
+// (or, for ERROR, the Status fields).
+func (p *protoScanner) event(body []byte, ev *Event) error {
+	p.reset()
+	if len(body) == 0 {
+		return errProtoEmpty
+	}
+	if err := p.walk(msgWatchEvent, body); err != nil {
+		return err
+	}
+	typ := eventTypeOf(p.typ)
+	if typ == 0 {
+		return &unknownTypeError{name: string(p.typ)}
+	}
+	switch {
+	case len(p.raw) == 0:
+		return errNoRaw
+	case len(p.raw) < len(protoPrefix) || [4]byte(p.raw) != protoPrefix:
+		return errNoPrefix
+	case len(p.raw) == len(protoPrefix):
+		return errEmptyBody
+	}
+	if err := p.walk(msgUnknown, p.raw[len(protoPrefix):]); err != nil {
+		return err
+	}
+	if len(p.kind) == 0 || !hasVersion(p.apiVersion) {
+		return errObjectTypeMeta
+	}
+	*ev = Event{Type: typ}
+	if typ == Error {
+		if err := p.walk(msgStatus, p.object); err != nil {
+			return err
+		}
+		ev.Code = p.code
+		if len(p.reason) > 0 {
+			ev.Reason = string(p.reason)
+		}
+		ev.RetryAfterSeconds = p.retryAfter
+		ev.HasRetryAfter = p.retryAfter > 0
+		return nil
+	}
+	if err := p.walk(msgObject, p.object); err != nil {
+		return err
+	}
+	if len(p.rv) == 0 {
+		return errNoRV
+	}
+	ev.ResourceVersion = p.rv
+	ev.InitialEventsEnd = typ == Bookmark && p.eventsEnd
+	return nil
+}
+
+type unknownTypeError struct{ name string }
+
+func (e *unknownTypeError) Error() string { return "unknown watch event type " + quote(e.name) }
+
+func quote(s string) string { return `"` + s + `"` }
+
+// walk reads the fields of message msg in b as its generated Unmarshal does,
+// recording those the scanner needs.
+func (p *protoScanner) walk(msg int, b []byte) error {
+	table := wireTypes[msg]
+	for i := 0; i < len(b); {
+		pre := i
+		wire, next, err := pbVarint(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		num, typ := int32(wire>>3), protowire.Type(wire&7)
+		if typ == protowire.EndGroupType {
+			return errProtoEndGroup
+		}
+		if num <= 0 {
+			return errProtoTag
+		}
+		if int(num) >= len(table) || table[num] == 0 {
+			if i, err = skipField(b, pre, len(b)); err != nil {
+				return err
+			}
+			continue
+		}
+		if int8(typ)+1 != table[num] {
+			return errProtoWireType
+		}
+		if typ == protowire.VarintType {
+			v, next, err := pbVarint(b, i)
+			if err != nil {
+				return err
+			}
+			i = next
+			switch {
+			case msg == msgStatus && num == 6:
+				p.code = int32(v)
+			case msg == msgStatusDetails && num == 5:
+				p.retryAfter = int32(v)
+			}
+			continue
+		}
+		start, end, err := pbLength(b, i)
+		if err != nil {
+			return err
+		}
+		i = end
+		field := b[start:end]
+		switch msg<<8 | int(num) {
+		case msgWatchEvent<<8 | 1:
+			p.typ = field
+		case msgWatchEvent<<8 | 2:
+			err = p.walk(msgRawExtension, field)
+		case msgRawExtension<<8 | 1:
+			p.raw, p.hasRaw = field, true
+		case msgUnknown<<8 | 1:
+			err = p.walk(msgTypeMeta, field)
+		case msgUnknown<<8 | 2:
+			p.object = field
+		case msgTypeMeta<<8 | 1:
+			p.apiVersion = field
+		case msgTypeMeta<<8 | 2:
+			p.kind = field
+		case msgObject<<8 | 1:
+			err = p.walk(msgObjectMeta, field)
+		case msgObjectMeta<<8 | 6:
+			p.rv = field
+		case msgObjectMeta<<8 | 12:
+			err = p.annotation(b, start, end)
+		case msgStatus<<8 | 1:
+			err = p.walk(msgListMeta, field)
+		case msgStatus<<8 | 4:
+			p.reason = field
+		case msgStatus<<8 | 5:
+			err = p.walk(msgStatusDetails, field)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// annotation reads one ObjectMeta annotations map entry, b[i:end], as the
+// generated code does: key (1) and value (2) are read as strings whatever
+// their wire type, and may run past the entry up to the end of ObjectMeta.
+func (p *protoScanner) annotation(b []byte, i, end int) error {
+	var key, value []byte
+	for i < end {
+		pre := i
+		wire, next, err := pbVarint(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch int32(wire >> 3) {
+		case 1, 2:
+			start, stop, err := pbLength(b, i)
+			if err != nil {
+				return err
+			}
+			if int32(wire>>3) == 1 {
+				key = b[start:stop]
+			} else {
+				value = b[start:stop]
+			}
+			i = stop
+		default:
+			if i, err = skipField(b, pre, end); err != nil {
+				return err
+			}
+		}
+	}
+	if string(key) == "k8s.io/initial-events-end" {
+		p.eventsEnd = string(value) == "true"
+	}
+	return nil
+}
+
+// pbVarint reads a varint at b[i] as the generated code does: at most ten
+// bytes, bits past 64 dropped.
+func pbVarint(b []byte, i int) (uint64, int, error) {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		if shift >= 64 {
+			return 0, 0, errProtoOverflow
+		}
+		if i >= len(b) {
+			return 0, 0, errProtoTruncated
+		}
+		c := b[i]
+		i++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, i, nil
+		}
+	}
+}
+
+// pbLength reads a length at b[i] and returns the bounds of the bytes it
+// announces, which must end within b.
+func pbLength(b []byte, i int) (int, int, error) {
+	v, i, err := pbVarint(b, i)
+	if err != nil {
+		return 0, 0, err
+	}
+	n := int(v)
+	if n < 0 || i+n < 0 {
+		return 0, 0, errProtoLength
+	}
+	if i+n > len(b) {
+		return 0, 0, errProtoTruncated
+	}
+	return i, i + n, nil
+}
+
+// skipField skips the unknown field whose tag starts at b[i], which must end
+// by limit, and returns the position after it.
+func skipField(b []byte, i, limit int) (int, error) {
+	n, err := skipGeneratedField(b[i:])
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || i+n < 0 {
+		return 0, errProtoLength
+	}
+	if i+n > limit {
+		return 0, errProtoTruncated
+	}
+	return i + n, nil
+}
+
+// skipGeneratedField returns the length of the field (tag included) at the
+// start of b, as the generated skip functions compute it: groups are
+// balanced by depth only, and a fixed-size value may claim bytes past b
+// (the caller checks).
+func skipGeneratedField(b []byte) (int, error) {
+	i, depth := 0, 0
+	for i < len(b) {
+		wire, next, err := pbVarint(b, i)
+		if err != nil {
+			return 0, err
+		}
+		i = next
+		switch protowire.Type(wire & 7) {
+		case protowire.VarintType:
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return 0, errProtoOverflow
+				}
+				if i >= len(b) {
+					return 0, errProtoTruncated
+				}
+				i++
+				if b[i-1] < 0x80 {
+					break
+				}
+			}
+		case protowire.Fixed64Type:
+			i += 8
+		case protowire.BytesType:
+			var length int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return 0, errProtoOverflow
+				}
+				if i >= len(b) {
+					return 0, errProtoTruncated
+				}
+				c := b[i]
+				i++
+				length |= int(c&0x7f) << shift
+				if c < 0x80 {
+					break
+				}
+			}
+			if length < 0 {
+				return 0, errProtoLength
+			}
+			i += length
+		case protowire.StartGroupType:
+			depth++
+		case protowire.EndGroupType:
+			if depth == 0 {
+				return 0, errProtoEndGroup
+			}
+			depth--
+		case protowire.Fixed32Type:
+			i += 4
+		default:
+			return 0, errProtoWireType
+		}
+		if i < 0 {
+			return 0, errProtoLength
+		}
+		if depth == 0 {
+			return i, nil
+		}
+	}
+	return 0, errProtoTruncated
+}

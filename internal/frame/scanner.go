@@ -1,0 +1,162 @@
+package frame
+
+import (
+	"errors"
+	"io"
+)
+
+// initialBufferSize is the first buffer a Scanner reads into; it grows to fit
+// the largest frame seen and is then reused.
+const initialBufferSize = 32 << 10
+
+// maxEmptyReads bounds how often a Reader may return 0, nil in a row before
+// Next gives up with io.ErrNoProgress, as bufio does.
+const maxEmptyReads = 100
+
+// Scanner reads whole watch frames from a stream. It is not safe for
+// concurrent use.
+type Scanner struct {
+	r        io.Reader
+	encoding Encoding
+	maxSize  int
+
+	buf   []byte // the stream's unconsumed bytes are buf[start:end]
+	start int
+	end   int
+	// offset is the stream offset of buf[start].
+	offset int64
+	// returned is the length of the frame the last Next returned; it is
+	// consumed at the start of the following Next, so Frame.Raw stays valid
+	// until then.
+	returned int
+
+	readErr  error // what r returned with its last bytes; acted on once buf is used up
+	err      error // terminal: every later Next returns it
+	trailing []byte
+
+	json  jsonScanner
+	proto protoScanner
+}
+
+// NewScanner returns a Scanner that reads frames of the given encoding from r.
+// Frames longer than maxFrameSize bytes (the JSON object, or the protobuf
+// message after its 4-byte length) are refused; maxFrameSize <= 0 means
+// DefaultMaxFrameSize.
+func NewScanner(r io.Reader, enc Encoding, maxFrameSize int) *Scanner {
+	if maxFrameSize <= 0 {
+		maxFrameSize = DefaultMaxFrameSize
+	}
+	s := &Scanner{encoding: enc, maxSize: maxFrameSize}
+	s.Reset(r)
+	return s
+}
+
+// Reset makes s read a new stream from r with the same encoding and limit,
+// reusing its buffers (for example for the stream that resumes a broken one).
+func (s *Scanner) Reset(r io.Reader) {
+	s.r = r
+	s.start, s.end, s.offset, s.returned = 0, 0, 0, 0
+	s.readErr, s.err, s.trailing = nil, nil, nil
+	s.json.reset()
+	s.proto.reset()
+}
+
+// Next returns the next whole frame.
+//
+//   - At a clean end of the stream (for JSON, nothing but whitespace after the
+//     last frame; see Trailing) it returns io.EOF.
+//   - If the reader ends or fails in the middle of a frame, the partial frame
+//     is dropped and Next returns the reader's error, or io.ErrUnexpectedEOF if
+//     the reader returned io.EOF. A partial frame never yields an Event.
+//   - A whole frame that is not a valid watch event yields an
+//     *InvalidFrameError.
+//   - A frame longer than the limit yields an error wrapping
+//     ErrFrameTooLarge: for protobuf as soon as its length prefix is read,
+//     for JSON as soon as the limit is passed.
+//
+// Every error is final: later calls return it again.
+func (s *Scanner) Next() (Frame, error) {
+	if s.err != nil {
+		return Frame{}, s.err
+	}
+	s.consume(s.returned)
+	s.returned = 0
+	switch s.encoding {
+	case JSON:
+		return s.nextJSON()
+	case Protobuf:
+		return s.nextProtobuf()
+	}
+	return Frame{}, s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
+}
+
+// Trailing returns the separator bytes (JSON whitespace) read after the last
+// frame Next returned and not part of any frame, once Next has returned an
+// error, so that a caller relaying the stream can pass them on byte for byte.
+// It is nil before that and for protobuf streams. The bytes of a partial or
+// invalid frame are never included.
+func (s *Scanner) Trailing() []byte { return s.trailing }
+
+// consume drops n bytes from the front of the buffered stream.
+func (s *Scanner) consume(n int) {
+	s.start += n
+	s.offset += int64(n)
+	if s.start == s.end {
+		s.start, s.end = 0, 0
+	}
+}
+
+// fill reads from r at least once, making room for at least need more bytes
+// than are buffered. It returns false when no more bytes will come: the
+// reader's error is then in s.readErr.
+func (s *Scanner) fill(need int) bool {
+	if s.readErr != nil {
+		return false
+	}
+	buffered := s.end - s.start
+	if want := buffered + need; want > len(s.buf)-s.start {
+		if want <= len(s.buf) && s.start > 0 {
+			copy(s.buf, s.buf[s.start:s.end])
+		} else {
+			size := max(2*len(s.buf), want, initialBufferSize)
+			grown := make([]byte, size)
+			copy(grown, s.buf[s.start:s.end])
+			s.buf = grown
+		}
+		s.start, s.end = 0, buffered
+	}
+	for range maxEmptyReads {
+		n, err := s.r.Read(s.buf[s.end:])
+		s.end += n
+		if err != nil {
+			s.readErr = err
+			return n > 0
+		}
+		if n > 0 {
+			return true
+		}
+	}
+	s.readErr = io.ErrNoProgress
+	return false
+}
+
+// endOfStream is the error for a stream that ended after partial bytes
+// (partial=true) or at a frame boundary.
+func (s *Scanner) endOfStream(partial bool) error {
+	if partial && s.readErr == io.EOF {
+		return s.fail(io.ErrUnexpectedEOF)
+	}
+	return s.fail(s.readErr)
+}
+
+// fail records a terminal error.
+func (s *Scanner) fail(err error) error {
+	s.err = err
+	return err
+}
+
+// invalid records and returns an *InvalidFrameError for the frame starting at
+// the current position (after separators skipped).
+func (s *Scanner) invalid(skipped int, reason error) error {
+	return s.fail(&InvalidFrameError{Encoding: s.encoding, Offset: s.offset + int64(skipped), Err: reason})
+}
