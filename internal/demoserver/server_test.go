@@ -122,10 +122,9 @@ func TestClientsetListAndWatch(t *testing.T) {
 			if _, err := cms.Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("get missing: %v, want NotFound", err)
 			}
-			st := s.Stats("test")
-			if st.Lists != 1 || st.Watches != 1 || st.Events != 10 || st.InitialStateFetches() != 1 {
-				t.Fatalf("stats %+v", st)
-			}
+			waitStats(t, s, "test", func(st Stats) bool {
+				return st.Lists == 1 && st.Watches == 1 && st.Events == 10 && st.InitialStateFetches() == 1
+			})
 		})
 	}
 }
@@ -213,9 +212,7 @@ func TestWatchFromCompactedRVGetsExpired(t *testing.T) {
 			if _, ok := <-w.ResultChan(); ok {
 				t.Fatal("stream went on after the ERROR event")
 			}
-			if st := s.Stats("test"); st.Expired != 1 {
-				t.Fatalf("expired = %d, want 1", st.Expired)
-			}
+			waitStats(t, s, "test", func(st Stats) bool { return st.Expired == 1 })
 		})
 	}
 }
@@ -250,9 +247,7 @@ func TestWatchList(t *testing.T) {
 	if ev := next(t, w); ev.Object.(*corev1.ConfigMap).ResourceVersion != rv {
 		t.Fatalf("after the bookmark got %s at %s, want RV %s", ev.Type, ev.Object.(*corev1.ConfigMap).ResourceVersion, rv)
 	}
-	if st := s.Stats("test"); st.WatchLists != 1 || st.InitialStateFetches() != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	waitStats(t, s, "test", func(st Stats) bool { return st.WatchLists == 1 && st.InitialStateFetches() == 1 })
 
 	// Without allowWatchBookmarks the request is invalid, as in kube-apiserver.
 	_, err = cms.Watch(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
@@ -343,6 +338,19 @@ func TestDiscoveryAndDynamicClient(t *testing.T) {
 	}
 }
 
+// waitStats waits for the client's counters to satisfy ok: the server counts a frame
+// after writing it, so a client may see the frame first.
+func waitStats(t *testing.T, s *Server, client string, ok func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(eventually)
+	for !ok(s.Stats(client)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", s.Stats(client))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // rawWatch opens a watch with a plain HTTP client, to see the bytes on the wire.
 func rawWatch(t *testing.T, s *Server, accept, query string) *http.Response {
 	t.Helper()
@@ -420,8 +428,9 @@ func TestInjectedFaults(t *testing.T) {
 			if resp.StatusCode != tc.code || resp.Header.Get("Retry-After") != tc.retryAfter || resp.Header.Get("Content-Type") != tc.contentType {
 				t.Errorf("%v: %d Retry-After %q %q %s", tc.kind, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body)
 			}
-			for rawWatch(t, s, "application/json", "resourceVersion="+rv).StatusCode != http.StatusOK {
-				// a 503 burst may hold a second answer
+			drained := false // a 503 burst may hold a second answer
+			for !drained {
+				drained = rawWatch(t, s, "application/json", "resourceVersion="+rv).StatusCode == http.StatusOK
 			}
 		}
 	})
@@ -461,10 +470,7 @@ func TestInjectedFaults(t *testing.T) {
 			t.Fatalf("re-watch got %s %v, want 410", ev.Type, ev.Object)
 		}
 	})
-	st := s.Stats("raw")
-	if st.FaultsInjected() != 7 {
-		t.Fatalf("faults %v, want 7 scenarios", st.Faults)
-	}
+	waitStats(t, s, "raw", func(st Stats) bool { return st.FaultsInjected() == 7 })
 }
 
 func TestNoFaultsDuringInitialState(t *testing.T) {
