@@ -26,8 +26,8 @@ type brokenBody struct {
 	data    *strings.Reader
 	err     error
 	onBreak func()
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
 }
 
 func (b *brokenBody) Read(p []byte) (int, error) {
