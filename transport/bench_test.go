@@ -1,0 +1,94 @@
+package transport_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/kretry/kretry/transport"
+)
+
+// memoryServer answers every request with body, as a network body would
+// (no WriterTo shortcut), with or without a Content-Length.
+type memoryServer struct {
+	body    []byte
+	chunked bool
+}
+
+func (s memoryServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp := &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(struct{ io.Reader }{bytes.NewReader(s.body)}),
+		ContentLength: int64(len(s.body)),
+		Request:       req,
+	}
+	if s.chunked {
+		resp.ContentLength = -1
+	} else {
+		resp.Header.Set("Content-Length", strconv.Itoa(len(s.body)))
+	}
+	return resp, nil
+}
+
+// tenMiBList is a PodList of about 10 MiB.
+func tenMiBList() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[`)
+	for i := 0; b.Len() < 10<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"metadata":{"name":"pod-`)
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString(`","namespace":"default","labels":{"app":"web","tier":"frontend"}},"spec":{"containers":[{"name":"app","image":"registry.example/app:v1"}]}}`)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// BenchmarkList10MiB reads a 10 MiB LIST the way client-go does (io.ReadAll
+// of the body, then Close), straight from the next RoundTripper and through
+// kretry, which holds the body in a buffer before handing it over.
+func BenchmarkList10MiB(b *testing.B) {
+	body := tenMiBList()
+	for _, variant := range []struct {
+		name    string
+		chunked bool
+	}{{"", false}, {"chunked", true}} {
+		server := memoryServer{body: body, chunked: variant.chunked}
+		for _, rt := range []struct {
+			name string
+			rt   http.RoundTripper
+		}{
+			{"direct", server},
+			{"kretry", transport.New(server, transport.Config{})},
+		} {
+			name := rt.name
+			if variant.name != "" {
+				name += "-" + variant.name
+			}
+			b.Run(name, func(b *testing.B) {
+				req, err := http.NewRequest(http.MethodGet, host+"/api/v1/pods?limit=0&resourceVersion=0", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					resp, err := rt.rt.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || len(got) != len(body) {
+						b.Fatalf("read %d bytes, %v", len(got), err)
+					}
+				}
+			})
+		}
+	}
+}
