@@ -737,7 +737,7 @@ func (s *Scanner) nextJSON() (Frame, error) {
 			s.trailing = b[:leadingSpace(b)]
 			return Frame{}, s.fail(s.tooLarge(len(b) - j.valStart))
 		}
-		if !s.fill(1) {
+		if !s.fill() {
 			b = s.buf[s.start:s.end]
 			s.trailing = b[:leadingSpace(b)]
 			return Frame{}, s.endOfStream(len(s.trailing) < len(b))

@@ -29,7 +29,7 @@ const (
 func specialBytes(w uint64) uint64 {
 	q := w ^ quotes
 	b := w ^ backslash
-	return ((q - ones) &^ q | (b - ones) &^ b | (w - spaces) &^ w) & highBits
+	return ((q-ones)&^q | (b-ones)&^b | (w-spaces)&^w) & highBits
 }
 
 // scanStringBody scans a JSON string's content from b[i], checking it as

@@ -83,7 +83,7 @@ func (p *protoScanner) reset() { *p = protoScanner{} }
 // nextProtobuf is Next for protobuf streams.
 func (s *Scanner) nextProtobuf() (Frame, error) {
 	for s.end-s.start < 4 {
-		if !s.fill(4 - (s.end - s.start)) {
+		if !s.fill() {
 			return Frame{}, s.endOfStream(s.end > s.start)
 		}
 	}
@@ -93,7 +93,7 @@ func (s *Scanner) nextProtobuf() (Frame, error) {
 	}
 	total := 4 + int(size)
 	for s.end-s.start < total {
-		if !s.fill(total - (s.end - s.start)) {
+		if !s.fill() {
 			return Frame{}, s.endOfStream(true)
 		}
 	}

@@ -106,20 +106,20 @@ func (s *Scanner) consume(n int) {
 	}
 }
 
-// fill reads from r at least once, making room for at least need more bytes
-// than are buffered. It returns false when no more bytes will come: the
-// reader's error is then in s.readErr.
-func (s *Scanner) fill(need int) bool {
+// fill reads from r once, first making room at the end of the buffer if
+// there is none. It returns false when no more bytes will come: the reader's
+// error is then in s.readErr. The buffer grows by doubling as bytes arrive,
+// never on the word of a length prefix alone.
+func (s *Scanner) fill() bool {
 	if s.readErr != nil {
 		return false
 	}
-	buffered := s.end - s.start
-	if want := buffered + need; want > len(s.buf)-s.start {
-		if want <= len(s.buf) && s.start > 0 {
+	if s.end == len(s.buf) {
+		buffered := s.end - s.start
+		if s.start > 0 && buffered <= len(s.buf)/2 {
 			copy(s.buf, s.buf[s.start:s.end])
 		} else {
-			size := max(2*len(s.buf), want, initialBufferSize)
-			grown := make([]byte, size)
+			grown := make([]byte, max(2*len(s.buf), initialBufferSize))
 			copy(grown, s.buf[s.start:s.end])
 			s.buf = grown
 		}
