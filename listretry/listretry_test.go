@@ -152,7 +152,7 @@ func TestBodyBrokenMidReadIsRetried(t *testing.T) {
 	}{
 		{"unexpected EOF with Content-Length", io.ErrUnexpectedEOF, true},
 		{"unexpected EOF, chunked", io.ErrUnexpectedEOF, false},
-		{"connection reset", &net_OpError{syscall.ECONNRESET}, false},
+		{"connection reset", &resetError{syscall.ECONNRESET}, false},
 		{"HTTP/2 stream reset", errors.New("stream error: stream ID 7; INTERNAL_ERROR; received from peer"), false},
 	}
 	for _, tt := range tests {
@@ -188,11 +188,11 @@ func TestBodyBrokenMidReadIsRetried(t *testing.T) {
 	}
 }
 
-// net_OpError is a connection reset as the kernel reports it.
-type net_OpError struct{ errno syscall.Errno } //nolint:revive
+// resetError is a connection reset as the kernel reports it.
+type resetError struct{ errno syscall.Errno }
 
-func (e *net_OpError) Error() string { return "read tcp: " + e.errno.Error() }
-func (e *net_OpError) Unwrap() error { return e.errno }
+func (e *resetError) Error() string { return "read tcp: " + e.errno.Error() }
+func (e *resetError) Unwrap() error { return e.errno }
 
 func TestBodyBrokenUntilWindowEnds(t *testing.T) {
 	body := items(50)

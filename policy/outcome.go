@@ -46,7 +46,8 @@ type Outcome struct {
 	// RetryAfter is the wait the server asked for; meaningful only when
 	// HasRetryAfter is set. Junk, zero and negative requests are reported
 	// as absent, so they fall back to the backoff and never hot-loop.
-	RetryAfter    time.Duration
+	RetryAfter time.Duration
+	// HasRetryAfter reports that the server named a usable wait.
 	HasRetryAfter bool
 }
 

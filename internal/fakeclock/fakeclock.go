@@ -1,4 +1,3 @@
-// Package fakeclock is a virtual policy.Clock for kretry's own tests.
 package fakeclock
 
 import (

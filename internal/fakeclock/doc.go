@@ -1,0 +1,2 @@
+// Package fakeclock is a virtual policy.Clock for kretry's own tests.
+package fakeclock
