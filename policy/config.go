@@ -30,6 +30,8 @@ type Config struct {
 	MaxRetryAfter time.Duration
 	// InternalErrorWindow is how long 5xx answers and connection failures
 	// are retried, measured from the first failure since the last progress.
+	// The last backoff is cut short to retry once more at the window's end;
+	// a server-named wait that would end past it is not waited for.
 	InternalErrorWindow time.Duration
 	// TooManyRequestsWindow, when positive, bounds how long 429 answers
 	// are retried; zero retries them until the request's context ends.
@@ -37,6 +39,8 @@ type Config struct {
 	// Clock is the time source; nil is the wall clock.
 	Clock Clock
 	// Rand returns uniform jitter in [0,1); nil is math/rand/v2.Float64.
+	// It is called from every request's goroutine, so it must be safe for
+	// concurrent use.
 	Rand func() float64
 }
 

@@ -53,9 +53,10 @@ type Config struct {
 	// resume, for metrics and logs. It must not block.
 	OnRetry func(policy.Retry)
 	// Clock is the time source of every decision and wait; default the
-	// wall clock. Tests set a virtual one.
+	// wall clock. Tests set a virtual one. It must be safe for concurrent use.
 	Clock policy.Clock
 	// Rand returns uniform jitter in [0,1); default math/rand/v2.Float64.
+	// It must be safe for concurrent use.
 	Rand func() float64
 }
 
