@@ -33,8 +33,8 @@ demo:
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh
 
-record:
-	@echo "recorder not built yet"
+record: apiserver
+	$(GO) run ./cmd/kretry-record -out conformance/testdata
 
 e2e:
 	@echo "e2e suite not built yet"
