@@ -47,6 +47,9 @@ type ServerOptions struct {
 	// ExtraFlags are appended to the standard flags, e.g. RequestLimitFlags or
 	// "--watch-cache-sizes=configmaps#0".
 	ExtraFlags []string
+	// EtcdVia, if set, maps etcd's client URL to the one this server uses, e.g. a fault proxy
+	// in front of etcd to make this server's watch cache lag. Called at every (re)start.
+	EtcdVia func(etcdURL string) string
 }
 
 // RequestLimitFlags put a kube-apiserver in request-limit mode: one request in flight for users
@@ -93,6 +96,7 @@ type Server struct {
 	index   int
 	port    int
 	flags   []string
+	etcdVia func(string) string
 
 	mu   sync.Mutex
 	proc *process
@@ -139,7 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{cluster: c, index: i, port: port, flags: append([]string(nil), so.ExtraFlags...)}
+		s := &Server{cluster: c, index: i, port: port, flags: append([]string(nil), so.ExtraFlags...), etcdVia: so.EtcdVia}
 		c.servers = append(c.servers, s)
 	}
 	// Start all, then wait for all: the servers boot in parallel.
@@ -399,8 +403,12 @@ func (s *Server) launch() error {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
 	}
+	etcdURL := c.etcdURL
+	if s.etcdVia != nil {
+		etcdURL = s.etcdVia(etcdURL)
+	}
 	args := []string{
-		"--etcd-servers=" + c.etcdURL,
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", s.port),
