@@ -104,8 +104,14 @@ func (c codec) watchContentType() string {
 	return c.mediaType + ";stream=watch"
 }
 
-// encode serializes obj as a whole response body.
+// encode serializes obj. A stored ConfigMap is shared by every stream, and client-go's
+// versioning encoder sets and restores the TypeMeta of what it encodes, so it encodes a
+// shallow copy.
 func (c codec) encode(obj runtime.Object) ([]byte, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		own := *cm
+		obj = &own
+	}
 	return runtime.Encode(c.object, obj)
 }
 
@@ -113,7 +119,7 @@ func (c codec) encode(obj runtime.Object) ([]byte, error) {
 // newline, or a 4-byte big-endian length and a raw metav1.WatchEvent. The event's object is
 // embedded in its own (enveloped) encoding, as kube-apiserver embeds it.
 func (c codec) frame(eventType watch.EventType, obj runtime.Object) ([]byte, error) {
-	embedded, err := runtime.Encode(c.object, obj)
+	embedded, err := c.encode(obj)
 	if err != nil {
 		return nil, err
 	}

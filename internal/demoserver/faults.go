@@ -15,8 +15,11 @@ type FaultKind int
 const (
 	// TornFrame cuts the connection in the middle of a watch frame.
 	TornFrame FaultKind = iota + 1
-	// Unavailable tears the watch, then answers the next one or two watch establishments
-	// 503 ServiceUnavailable without Retry-After, as during a rolling upgrade.
+	// Unavailable tears the watch, then answers the next watch establishment 503
+	// ServiceUnavailable without Retry-After, as a server going away in a rolling upgrade.
+	// One 503, not a burst: kretry's InternalErrorWindow starts at the first 503 and its
+	// backoff may already be at its cap, so a longer outage may legitimately end in a
+	// relist, and the demo's "a LIST only after a 410" would then depend on timing.
 	Unavailable
 	// TooManyRequests closes the watch, then answers the next establishment 429 with a
 	// Retry-After header and details.retryAfterSeconds, as API Priority and Fairness does.
@@ -104,9 +107,9 @@ type schedule struct {
 	rate       float64 // faults per second; 0 disables arming
 	kinds      []FaultKind
 	progressed bool
-	armAt      time.Time   // when the next fault arms; zero until progress
-	armed      FaultKind   // 0: none
-	pending    []FaultKind // establishment answers still due
+	armAt      time.Time // when the next fault arms; zero until progress
+	armed      FaultKind // 0: none
+	due        FaultKind // the answer the next watch establishment gets; 0: none
 }
 
 func newSchedule(seed uint64, rate float64, kinds []FaultKind) *schedule {
@@ -151,7 +154,7 @@ func (s *schedule) stop() {
 	defer s.mu.Unlock()
 	s.rate = 0
 	s.armed = 0
-	s.pending = nil
+	s.due = 0
 }
 
 // establishment is consulted for every watch request. It returns the answer due, if any,
@@ -159,8 +162,8 @@ func (s *schedule) stop() {
 func (s *schedule) establishment(now time.Time) (kind FaultKind, started bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending) > 0 {
-		kind, s.pending = s.pending[0], s.pending[1:]
+	if s.due != 0 {
+		kind, s.due = s.due, 0
 		return kind, false
 	}
 	s.armLocked(now)
@@ -168,13 +171,12 @@ func (s *schedule) establishment(now time.Time) (kind FaultKind, started bool) {
 		return 0, false
 	}
 	kind, s.armed = s.armed, 0
-	s.pending = s.repeatsLocked(kind)[1:]
 	return kind, true
 }
 
 // midStream is consulted before every frame of a watch past its initial state. It returns
-// the scenario that starts now, if any; for establishment scenarios the answers are queued
-// and the caller breaks the stream.
+// the scenario that starts now, if any; for establishment scenarios the answer is kept for
+// the next watch request and the caller breaks the stream.
 func (s *schedule) midStream(now time.Time) FaultKind {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -182,17 +184,7 @@ func (s *schedule) midStream(now time.Time) FaultKind {
 	kind := s.armed
 	s.armed = 0
 	if kind.answersEstablishment() {
-		s.pending = s.repeatsLocked(kind)
+		s.due = kind
 	}
 	return kind
-}
-
-// repeatsLocked is the establishment answers a scenario gives: 503s come in a burst of one
-// or two, 429s once.
-func (s *schedule) repeatsLocked(kind FaultKind) []FaultKind {
-	answers := []FaultKind{kind}
-	if kind == Unavailable && s.rng.IntN(2) == 1 {
-		answers = append(answers, kind)
-	}
-	return answers
 }
