@@ -1,0 +1,324 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+)
+
+// quiet is how long a caller that has everything keeps listening, once the server has
+// nothing left to send, for events it must not get (duplicates from a wrong splice).
+const quiet = 20 * time.Millisecond
+
+// observation is what the caller got.
+type observation struct {
+	// events are a RawWatch's events, in order.
+	events []Event
+	// ended: the watch's result channel closed.
+	ended bool
+	// err is the error the client-go call returned.
+	err error
+	// items are the LIST items (name and resourceVersion) the caller got.
+	items []Event
+	// notes are an Informer's handler notifications, in order.
+	notes []Event
+	// aborted: the server saw a violation and ended the run; timedOut: the run hit its
+	// deadline before the caller was done.
+	aborted, timedOut bool
+}
+
+// clientset builds a typed clientset on the replayed server through wrap, the way a user
+// plugs a transport into a rest.Config.
+func (r *replay) clientset(wrap func(http.RoundTripper) http.RoundTripper) (*kubernetes.Clientset, error) {
+	cfg := &rest.Config{Host: baseURL, Transport: r.mock}
+	// The recorded client asked for JSON ("application/json, */*") or used client-go's
+	// protobuf default; the caller asks the same.
+	if !prefersProtobuf(r.file.Exchanges[0].Request.Header.Get("Accept")) {
+		cfg.ContentType = "application/json"
+	}
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// listOptions decodes a recorded query into the ListOptions that produce it.
+func listOptions(q url.Values) (metav1.ListOptions, error) {
+	q = cloneValues(q)
+	q.Del("timeout")
+	q.Del("watch")
+	var opts metav1.ListOptions
+	err := scheme.ParameterCodec.DecodeParameters(q, corev1.SchemeGroupVersion, &opts)
+	return opts, err
+}
+
+func cloneValues(q url.Values) url.Values {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// call runs the scenario's caller against the replayed server until it is done, the server
+// aborts, or ctx ends.
+func (r *replay) call(ctx context.Context, cs *kubernetes.Clientset) observation {
+	switch r.sc.Caller {
+	case RawWatch:
+		return r.rawWatch(ctx, cs)
+	case Pager:
+		return r.pagerList(ctx, cs)
+	case List:
+		return r.listEach(ctx, cs)
+	case Informer:
+		return r.informer(ctx, cs)
+	case Create:
+		return r.create(ctx, cs)
+	}
+	return observation{err: fmt.Errorf("unknown caller %v", r.sc.Caller)}
+}
+
+// rawWatch is a typed Watch read until the caller has every event it should get.
+func (r *replay) rawWatch(ctx context.Context, cs *kubernetes.Clientset) observation {
+	var obs observation
+	exp, _ := r.simulate()
+	opts, err := listOptions(r.watch.query)
+	if err != nil {
+		obs.err = err
+		return obs
+	}
+	w, err := cs.CoreV1().ConfigMaps(r.namespace).Watch(ctx, opts)
+	if err != nil {
+		obs.err = err
+		return obs
+	}
+	defer w.Stop()
+	results := w.ResultChan()
+	for {
+		if !exp.ends && len(obs.events) >= len(exp.events) {
+			// Everything is here: listen a little longer for what must not come.
+			if !r.waitIdle(ctx) {
+				obs.aborted = isClosed(r.aborted)
+				obs.timedOut = !obs.aborted
+				return obs
+			}
+			select {
+			case ev, ok := <-results:
+				if !ok {
+					obs.ended = true
+					return obs
+				}
+				obs.events = append(obs.events, watchEvent(ev.Type, ev.Object))
+				continue
+			case <-time.After(quiet):
+				return obs
+			}
+		}
+		select {
+		case ev, ok := <-results:
+			if !ok {
+				obs.ended = true
+				return obs
+			}
+			obs.events = append(obs.events, watchEvent(ev.Type, ev.Object))
+		case <-r.aborted:
+			obs.aborted = true
+			return obs
+		case <-ctx.Done():
+			obs.timedOut = true
+			return obs
+		}
+	}
+}
+
+// watchEvent reduces a client-go watch event; an object the suite cannot read becomes an
+// event that matches nothing.
+func watchEvent[T ~string](typ T, obj runtime.Object) Event {
+	ev, err := eventOf(string(typ), obj)
+	if err != nil {
+		return Event{Type: string(typ), Name: "<" + err.Error() + ">"}
+	}
+	return ev
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// pagerList lists through client-go's pager with the recorded page size.
+func (r *replay) pagerList(ctx context.Context, cs *kubernetes.Clientset) observation {
+	var obs observation
+	opts, err := listOptions(r.lists[0].Request.Query())
+	if err != nil {
+		obs.err = err
+		return obs
+	}
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return cs.CoreV1().ConfigMaps(r.namespace).List(ctx, opts)
+	}))
+	p.PageSize = opts.Limit
+	list, _, err := p.List(ctx, opts)
+	obs.err = err
+	if err == nil {
+		obs.items, obs.err = itemsOf(list)
+	}
+	obs.aborted = isClosed(r.aborted)
+	return obs
+}
+
+// listEach makes the recorded LISTs one after the other, each with its recorded options, and
+// stops at the first error.
+func (r *replay) listEach(ctx context.Context, cs *kubernetes.Clientset) observation {
+	var obs observation
+	for _, ex := range r.lists {
+		opts, err := listOptions(ex.Request.Query())
+		if err != nil {
+			obs.err = err
+			return obs
+		}
+		list, err := cs.CoreV1().ConfigMaps(r.namespace).List(ctx, opts)
+		if err != nil {
+			obs.err = err
+			break
+		}
+		items, err := itemsOf(list)
+		if err != nil {
+			obs.err = err
+			break
+		}
+		obs.items = append(obs.items, items...)
+	}
+	obs.aborted = isClosed(r.aborted)
+	return obs
+}
+
+// itemsOf lists the items of a LIST result as name@resourceVersion.
+func itemsOf(list runtime.Object) ([]Event, error) {
+	var items []Event
+	err := meta.EachListItem(list, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return err
+		}
+		items = append(items, Event{Type: "ITEM", Name: m.GetName(), ResourceVersion: m.GetResourceVersion()})
+		return nil
+	})
+	return items, err
+}
+
+// create POSTs one ConfigMap.
+func (r *replay) create(ctx context.Context, cs *kubernetes.Clientset) observation {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conformance"}, Data: map[string]string{"value": "v1"}}
+	_, err := cs.CoreV1().ConfigMaps(r.namespace).Create(ctx, cm, metav1.CreateOptions{})
+	return observation{err: err, aborted: isClosed(r.aborted)}
+}
+
+// informer runs a SharedIndexInformer until its handler has every notification it should
+// get.
+func (r *replay) informer(ctx context.Context, cs *kubernetes.Clientset) observation {
+	var obs observation
+	want := len(r.expectedNotes())
+	var mu sync.Mutex
+	arrived := make(chan struct{}, 1)
+	note := func(typ string, obj any, initial bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		ev := Event{Type: typ}
+		if m, err := meta.Accessor(obj); err == nil {
+			ev.Name, ev.ResourceVersion = m.GetName(), m.GetResourceVersion()
+		}
+		ev.InitialEventsEnd = initial // for notes: part of the initial list
+		mu.Lock()
+		obs.notes = append(obs.notes, ev)
+		mu.Unlock()
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(r.namespace))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { note("ADDED", obj, initial) },
+		UpdateFunc: func(_, obj any) { note("MODIFIED", obj, false) },
+		DeleteFunc: func(obj any) { note("DELETED", obj, false) },
+	}); err != nil {
+		obs.err = err
+		return obs
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	defer func() {
+		close(stop)
+		factory.Shutdown()
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(obs.notes)
+	}
+	for count() < want {
+		select {
+		case <-arrived:
+		case <-r.aborted:
+			obs.aborted = true
+			return snapshot(&mu, obs)
+		case <-ctx.Done():
+			obs.timedOut = true
+			return snapshot(&mu, obs)
+		}
+	}
+	if !r.waitIdle(ctx) {
+		obs.aborted = isClosed(r.aborted)
+		obs.timedOut = !obs.aborted
+	} else {
+		select {
+		case <-time.After(quiet):
+		case <-r.aborted:
+			obs.aborted = true
+		}
+	}
+	return snapshot(&mu, obs)
+}
+
+func snapshot(mu *sync.Mutex, obs observation) observation {
+	mu.Lock()
+	defer mu.Unlock()
+	obs.notes = append([]Event(nil), obs.notes...)
+	return obs
+}
+
+// expectedNotes are the notifications an informer's handler gets from the recorded
+// watch: an add for each object of the initial state, then one per later event.
+func (r *replay) expectedNotes() []Event {
+	var notes []Event
+	for _, f := range r.watch.frames {
+		switch f.event.Type {
+		case "ADDED", "MODIFIED", "DELETED":
+			ev := f.event
+			ev.InitialEventsEnd = f.initial
+			notes = append(notes, ev)
+		}
+	}
+	return notes
+}
