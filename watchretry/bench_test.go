@@ -1,0 +1,136 @@
+package watchretry_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jarcoal/httpmock"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	restclientwatch "k8s.io/client-go/rest/watch"
+
+	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/watchretry"
+)
+
+// benchStream is about 8 MiB of MODIFIED events of eventSize bytes each.
+func benchStream(b *testing.B, contentType string, eventSize int) ([]byte, int) {
+	cm := configMap("bench", "1000")
+	var stream []byte
+	events := 0
+	for len(stream) < 8<<20 {
+		cm.ResourceVersion = fmt.Sprint(1000 + events)
+		cm.Data["blob"] = ""
+		overhead := len(event(b, contentType, watch.Modified, cm))
+		cm.Data["blob"] = strings.Repeat("x", max(0, eventSize-overhead))
+		stream = append(stream, event(b, contentType, watch.Modified, cm)...)
+		events++
+	}
+	return stream, events
+}
+
+// resumingBody opens a watch over stream through watchretry. The caller's
+// timeout has elapsed by the time the stream ends, so its end is the end.
+func resumingBody(b *testing.B, contentType string, stream []byte) io.ReadCloser {
+	mock := httpmock.NewMockTransport()
+	mock.RegisterNoResponder(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {contentType}}, Body: io.NopCloser(bytes.NewReader(stream))}, nil
+	})
+	clock := fakeclock.New(epoch)
+	rt := watchretry.New(mock, watchretry.Config{Policy: policy.New(policy.Config{Clock: clock})})
+	req, _ := http.NewRequest(http.MethodGet, "http://kretry.test/api/v1/configmaps?watch=true&resourceVersion=999&timeoutSeconds=1", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	return resp.Body
+}
+
+// clientGoDecoder is the decoder client-go's rest client puts on a watch body.
+func clientGoDecoder(b *testing.B, contentType string, body io.ReadCloser) watch.Decoder {
+	mediaType := strings.Split(contentType, ";")[0]
+	info, ok := apiruntime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok || info.StreamSerializer == nil {
+		b.Fatalf("no stream serializer for %s", mediaType)
+	}
+	frames := info.StreamSerializer.Framer.NewFrameReader(body)
+	events := streaming.NewDecoder(frames, info.StreamSerializer.Serializer)
+	return restclientwatch.NewDecoder(events, scheme.Codecs.UniversalDeserializer())
+}
+
+func BenchmarkWatchStream(b *testing.B) {
+	for _, ct := range encodings {
+		name := map[string]string{jsonStream: "json", protoStream: "protobuf"}[ct]
+		for _, size := range []int{1 << 10, 64 << 10} {
+			stream, events := benchStream(b, ct, size)
+			prefix := fmt.Sprintf("%s/%dKiB", name, size>>10)
+			b.Run(prefix+"/copy", func(b *testing.B) {
+				measure(b, stream, events, func() {
+					_, _ = io.Copy(io.Discard, bytes.NewReader(stream))
+				})
+			})
+			b.Run(prefix+"/resuming", func(b *testing.B) {
+				measure(b, stream, events, func() {
+					body := resumingBody(b, ct, stream)
+					if n, err := io.Copy(io.Discard, body); err != nil || n != int64(len(stream)) {
+						b.Fatalf("copied %d of %d: %v", n, len(stream), err)
+					}
+				})
+			})
+			b.Run(prefix+"/decode-plain", func(b *testing.B) {
+				measure(b, stream, events, func() {
+					decodeAll(b, clientGoDecoder(b, ct, io.NopCloser(bytes.NewReader(stream))), events)
+				})
+			})
+			b.Run(prefix+"/decode-resuming", func(b *testing.B) {
+				measure(b, stream, events, func() {
+					decodeAll(b, clientGoDecoder(b, ct, resumingBody(b, ct, stream)), events)
+				})
+			})
+		}
+	}
+}
+
+func decodeAll(b *testing.B, decoder watch.Decoder, events int) {
+	for i := 0; ; i++ {
+		_, obj, err := decoder.Decode()
+		if err == io.EOF {
+			if i != events {
+				b.Fatalf("decoded %d of %d events", i, events)
+			}
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := obj.(metav1.Object); !ok {
+			b.Fatalf("decoded %T", obj)
+		}
+	}
+}
+
+// measure runs pass b.N times and reports throughput and allocations per event.
+func measure(b *testing.B, stream []byte, events int, pass func()) {
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pass()
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*events), "allocs/event")
+}

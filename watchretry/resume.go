@@ -1,0 +1,112 @@
+package watchretry
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kretry/kretry/internal/frame"
+)
+
+// watchParams is what the caller's watch request asked for.
+type watchParams struct {
+	// timeout is the caller's timeoutSeconds; zero when it set none.
+	timeout time.Duration
+	// initial is what must arrive before the stream has a resume point.
+	initial initialState
+	// resourceVersion is the request's own resourceVersion.
+	resourceVersion string
+}
+
+// initialState says what completes the initial state of a watch: until it
+// is complete the events are a snapshot that a resume cannot splice.
+type initialState uint8
+
+const (
+	// initialComplete: the watch started at a specific resourceVersion.
+	initialComplete initialState = iota
+	// initialUntilEndBookmark: sendInitialEvents=true, complete at the
+	// BOOKMARK annotated k8s.io/initial-events-end.
+	initialUntilEndBookmark
+	// initialUntilNotAdded: resourceVersion "" or "0", complete at the
+	// first BOOKMARK or the first event that is not ADDED.
+	initialUntilNotAdded
+)
+
+func parseWatchParams(req *http.Request) watchParams {
+	query := req.URL.Query()
+	params := watchParams{resourceVersion: query.Get("resourceVersion")}
+	if seconds, err := strconv.ParseInt(query.Get("timeoutSeconds"), 10, 64); err == nil && seconds > 0 {
+		params.timeout = time.Duration(seconds) * time.Second
+	}
+	sendInitialEvents, _ := strconv.ParseBool(query.Get("sendInitialEvents"))
+	switch {
+	case sendInitialEvents:
+		params.initial = initialUntilEndBookmark
+	case params.resourceVersion == "" || params.resourceVersion == "0":
+		params.initial = initialUntilNotAdded
+	}
+	return params
+}
+
+// resumePoint is the resourceVersion a broken stream can reopen from: the
+// request's own when specific, then that of every whole event the caller
+// received, once the initial state is complete.
+type resumePoint struct {
+	initial initialState
+	// rv is owned here (frame events alias the scanner's buffer) and
+	// reused, so tracking it does not allocate per event.
+	rv    []byte
+	known bool
+}
+
+func newResumePoint(params watchParams) *resumePoint {
+	point := &resumePoint{initial: params.initial}
+	if params.initial == initialComplete {
+		point.rv, point.known = []byte(params.resourceVersion), true
+	}
+	return point
+}
+
+// observe moves the resume point past a whole event delivered to the
+// caller and reports whether it moved.
+func (p *resumePoint) observe(event *frame.Event) bool {
+	switch p.initial {
+	case initialUntilEndBookmark:
+		if event.Type != frame.Bookmark || !event.InitialEventsEnd {
+			return false
+		}
+	case initialUntilNotAdded:
+		if event.Type == frame.Added || event.Type == frame.Error {
+			return false
+		}
+	}
+	if event.Type == frame.Error || len(event.ResourceVersion) == 0 {
+		return false
+	}
+	p.initial = initialComplete
+	if p.known && bytes.Equal(p.rv, event.ResourceVersion) {
+		return false
+	}
+	p.rv, p.known = append(p.rv[:0], event.ResourceVersion...), true
+	return true
+}
+
+// resumeRequest is the caller's request reopened at resourceVersion, with
+// what remains of its timeout rounded up to whole seconds (0 would mean "no
+// timeout" to the server). The caller's request is not modified.
+func resumeRequest(ctx context.Context, orig *http.Request, resourceVersion string, remaining time.Duration) *http.Request {
+	req := orig.Clone(ctx)
+	query := req.URL.Query()
+	query.Set("resourceVersion", resourceVersion)
+	query.Del("sendInitialEvents")
+	query.Del("resourceVersionMatch")
+	if remaining > 0 {
+		seconds := (remaining + time.Second - 1) / time.Second
+		query.Set("timeoutSeconds", strconv.FormatInt(int64(seconds), 10))
+	}
+	req.URL.RawQuery = query.Encode()
+	return req
+}

@@ -1,0 +1,348 @@
+package watchretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kretry/kretry/internal/frame"
+	"github.com/kretry/kretry/policy"
+)
+
+// state is where a resuming stream is in its life. Read drives it: each
+// call to step performs the current state's one action and moves on.
+type state uint8
+
+const (
+	// streaming: whole frames of the current response reach the caller, and
+	// each moves the resume point. A break (read error, early clean end,
+	// invalid frame, absorbed ERROR event) moves to waiting; a clean end
+	// that was intended, an oversized frame or a break without a resume
+	// point moves to done; a terminal ERROR event moves to draining.
+	streaming state = iota
+	// waiting: the current response is closed; the policy's wait runs (it
+	// ends at once if the caller closes the body), then resuming.
+	waiting
+	// resuming: the watch is reopened at the resume point, with retries. A
+	// 200 in the stream's encoding moves back to streaming; any other answer
+	// is delivered (as an ERROR event, or an error for 401/403) and done.
+	resuming
+	// draining: a terminal ERROR event was delivered; whatever the server
+	// sends after it reaches the caller up to the server's end, then done.
+	draining
+	// done: nothing more happens; Read returns err after the last bytes.
+	done
+)
+
+// stream is the resuming Response.Body of one WATCH request.
+type stream struct {
+	rt       *roundTripper
+	orig     *http.Request
+	params   watchParams
+	enc      frame.Encoding
+	tracker  *policy.Tracker
+	deadline time.Time // zero when the caller set no timeoutSeconds
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	// mu guards body and closed: Close may come from another goroutine
+	// while Read is blocked on the connection.
+	mu     sync.Mutex
+	body   io.ReadCloser
+	closed bool
+
+	state   state
+	scanner *frame.Scanner
+	pending []byte // bytes of whole frames not yet read by the caller
+	wait    time.Duration
+	err     error
+	point   *resumePoint
+	invalid int // invalid frames since the resume point last moved
+}
+
+func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, opened time.Time) *stream {
+	ctx, cancel := context.WithCancel(req.Context())
+	params := parseWatchParams(req)
+	s := &stream{
+		rt:      rt,
+		orig:    req,
+		params:  params,
+		enc:     enc,
+		tracker: tracker,
+		ctx:     ctx,
+		cancel:  cancel,
+		point:   newResumePoint(params),
+	}
+	if params.timeout > 0 {
+		s.deadline = opened.Add(params.timeout)
+	}
+	s.attach(resp.Body)
+	return s
+}
+
+// Read returns the bytes of whole frames, resuming the watch underneath as
+// often as the policy allows.
+func (s *stream) Read(p []byte) (int, error) {
+	for len(s.pending) == 0 {
+		if s.state == done {
+			return 0, s.err
+		}
+		s.step()
+	}
+	n := copy(p, s.pending)
+	s.pending = s.pending[n:]
+	return n, nil
+}
+
+// Close ends the stream at once: a wait in progress, a resume in flight and
+// a blocked Read all return, and Read then reports a clean end. No
+// goroutine outlives it.
+func (s *stream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	body := s.body
+	s.body = nil
+	s.mu.Unlock()
+	s.cancel()
+	if body != nil {
+		return body.Close()
+	}
+	return nil
+}
+
+// step performs the action of the current state: the transition function.
+func (s *stream) step() {
+	switch s.state {
+	case streaming, draining:
+		s.readFrame()
+	case waiting:
+		if err := s.rt.cfg.Policy.Clock().Sleep(s.ctx, s.wait); err != nil {
+			s.finish(s.endError(io.EOF))
+			return
+		}
+		s.state = resuming
+	case resuming:
+		s.resume()
+	}
+}
+
+// readFrame reads one frame of the current response and decides what it
+// means for the stream.
+func (s *stream) readFrame() {
+	f, err := s.scanner.Next()
+	if err == nil {
+		s.onFrame(&f)
+		return
+	}
+	// Separators read after the last whole frame are the caller's, whatever
+	// the error; a torn frame's own bytes are not.
+	s.pending = s.scanner.Trailing()
+	var invalid *frame.InvalidFrameError
+	switch {
+	case s.ctx.Err() != nil:
+		s.finish(s.endError(err))
+	case errors.Is(err, io.EOF):
+		if s.state == draining || s.intendedEnd() {
+			s.finish(io.EOF)
+			return
+		}
+		s.broke(io.EOF, "watch ended early", policy.Deliver)
+	case errors.Is(err, frame.ErrFrameTooLarge), s.state == draining:
+		s.finish(err)
+	case errors.As(err, &invalid):
+		if s.invalid++; s.invalid > s.rt.cfg.MaxInvalidFrames {
+			s.finish(err)
+			return
+		}
+		s.broke(err, err.Error(), policy.Deliver)
+	default:
+		s.broke(err, err.Error(), policy.Deliver)
+	}
+}
+
+// onFrame handles one whole frame: an ERROR event the policy absorbs is a
+// break; any other frame is delivered.
+func (s *stream) onFrame(f *frame.Frame) {
+	event := &f.Event
+	if s.state == draining {
+		s.pending = f.Raw
+		return
+	}
+	if event.Type == frame.Error {
+		class := policy.ClassifyStatus(int(event.Code))
+		if class != policy.Deliver && s.point.known {
+			outcome := policy.Outcome{Class: class}
+			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
+			outcome.HasRetryAfter = outcome.HasRetryAfter && event.HasRetryAfter
+			if decision := s.tracker.Decide(outcome); decision.Retry {
+				s.closeBody()
+				s.waitFor(decision.Wait, fmt.Sprintf("ERROR event %d", event.Code), class)
+				return
+			}
+		}
+		// 410 Expired, any other code, or retries spent: the caller's.
+		s.pending = f.Raw
+		s.state = draining
+		return
+	}
+	s.pending = f.Raw
+	if s.point.observe(event) {
+		s.invalid = 0
+	}
+	s.tracker.Progress()
+}
+
+// broke handles a stream that ended before its time: resume from the resume
+// point, or, without one, hand the caller the break as it was.
+func (s *stream) broke(err error, cause string, class policy.Class) {
+	s.closeBody()
+	if !s.point.known {
+		s.finish(err)
+		return
+	}
+	s.waitFor(s.tracker.Break().Wait, cause, class)
+}
+
+func (s *stream) waitFor(wait time.Duration, cause string, class policy.Class) {
+	s.wait = wait
+	s.state = waiting
+	if s.rt.cfg.OnRetry != nil {
+		s.rt.cfg.OnRetry(policy.Retry{
+			Path:            s.orig.URL.Path,
+			Cause:           cause,
+			Class:           class,
+			Wait:            wait,
+			ResourceVersion: string(s.point.rv),
+		})
+	}
+}
+
+// resume reopens the watch at the resume point with what remains of the
+// caller's timeout, and splices the new stream on.
+func (s *stream) resume() {
+	var remaining time.Duration
+	if s.params.timeout > 0 {
+		remaining = s.deadline.Sub(s.rt.cfg.Policy.Clock().Now())
+		if remaining < time.Second {
+			s.finish(io.EOF) // the caller's watch is over
+			return
+		}
+	}
+	req := resumeRequest(s.ctx, s.orig, string(s.point.rv), remaining)
+	resp, err := s.rt.client.Do(req, s.tracker, nil)
+	switch {
+	case err != nil:
+		s.finish(s.endError(err))
+	case resp.StatusCode == http.StatusOK:
+		enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type"))
+		if !ok || enc != s.enc {
+			closeResponse(resp)
+			s.finish(fmt.Errorf("watchretry: watch resumed at resourceVersion %s answered with Content-Type %q, not the stream's encoding", s.point.rv, resp.Header.Get("Content-Type")))
+			return
+		}
+		s.attach(resp.Body)
+		s.state = streaming
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// The auth layers above kretry must act on this, not kretry.
+		s.finish(responseError(resp))
+	default:
+		// 410 Expired above all: the caller relists, as if the server had
+		// said it in the stream.
+		event, err := frame.EncodeError(s.enc, responseStatus(resp))
+		if err != nil {
+			s.finish(err)
+			return
+		}
+		s.pending = event
+		s.finish(io.EOF)
+	}
+}
+
+// intendedEnd reports whether a clean end of the server's stream is the end
+// the caller asked for: its timeoutSeconds has elapsed.
+func (s *stream) intendedEnd() bool {
+	return s.params.timeout > 0 && !s.rt.cfg.Policy.Clock().Now().Before(s.deadline)
+}
+
+// endError is what Read returns once the stream's context has ended, by
+// Close or by the caller's context: a clean end, which is what client-go's
+// watch decoders take as "stopped" without reporting an error.
+func (s *stream) endError(err error) error {
+	if s.ctx.Err() != nil {
+		return io.EOF
+	}
+	return err
+}
+
+// finish ends the stream; Read returns err once pending bytes are read.
+func (s *stream) finish(err error) {
+	s.state = done
+	s.err = err
+	s.closeBody()
+	s.cancel()
+}
+
+// attach makes body the current response body, unless the caller closed
+// the stream meanwhile.
+func (s *stream) attach(body io.ReadCloser) {
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.body = body
+	}
+	s.mu.Unlock()
+	var r io.Reader = body
+	switch {
+	case closed:
+		_ = body.Close()
+		r = eofReader{}
+	case s.rt.cfg.StallTimeout > 0:
+		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
+	}
+	if s.scanner == nil {
+		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
+		return
+	}
+	s.scanner.Reset(r) // reuses the buffer grown so far
+}
+
+func (s *stream) closeBody() {
+	s.mu.Lock()
+	body := s.body
+	s.body = nil
+	s.mu.Unlock()
+	if body != nil {
+		_ = body.Close()
+	}
+}
+
+// stallReader breaks a read that waits longer than timeout for a byte, by
+// closing the body under it.
+type stallReader struct {
+	r       io.ReadCloser
+	clock   policy.Clock
+	timeout time.Duration
+	stalled atomic.Bool
+}
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	stop := r.clock.AfterFunc(r.timeout, func() {
+		r.stalled.Store(true)
+		_ = r.r.Close()
+	})
+	n, err := r.r.Read(p)
+	stop()
+	if err != nil && r.stalled.Load() {
+		err = fmt.Errorf("watchretry: no data for %s: %w", r.timeout, err)
+	}
+	return n, err
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -1,0 +1,72 @@
+package watchretry
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kretry/kretry/internal/establish"
+	"github.com/kretry/kretry/internal/frame"
+	"github.com/kretry/kretry/policy"
+)
+
+// DefaultMaxInvalidFrames bounds the resumes at one resourceVersion after an
+// event that is not a valid watch event.
+const DefaultMaxInvalidFrames = 3
+
+// Config tunes watch resumption; the zero Config is the recommended one.
+type Config struct {
+	// Policy decides every retry and wait; nil is policy.New(policy.Config{}).
+	Policy *policy.Policy
+	// MaxFrameSize bounds one event; default 16 MiB, as client-go.
+	MaxFrameSize int
+	// StallTimeout, when positive, treats a stream that delivers no byte
+	// for that long as broken; default off.
+	StallTimeout time.Duration
+	// MaxInvalidFrames bounds resumes at one resourceVersion after an
+	// invalid event; default DefaultMaxInvalidFrames.
+	MaxInvalidFrames int
+	// OnRetry, if set, is called before every retry and every resume.
+	OnRetry func(policy.Retry)
+}
+
+// New returns a RoundTripper for WATCH requests: every request it is given
+// must be one (package transport decides). Answers other than a 200 with a
+// JSON or protobuf watch stream are returned as they are; streams of other
+// encodings (e.g. CBOR) pass through without resumption.
+func New(next http.RoundTripper, cfg Config) http.RoundTripper {
+	if cfg.Policy == nil {
+		cfg.Policy = policy.New(policy.Config{})
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = frame.DefaultMaxFrameSize
+	}
+	if cfg.MaxInvalidFrames <= 0 {
+		cfg.MaxInvalidFrames = DefaultMaxInvalidFrames
+	}
+	return &roundTripper{
+		client: &establish.Client{Next: next, Policy: cfg.Policy, OnRetry: cfg.OnRetry},
+		cfg:    cfg,
+	}
+}
+
+type roundTripper struct {
+	client *establish.Client
+	cfg    Config
+}
+
+// RoundTrip opens the watch and, if it is a stream kretry can resume,
+// replaces its body with a resuming stream.
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	tracker := rt.cfg.Policy.NewTracker()
+	opened := rt.cfg.Policy.Clock().Now()
+	resp, err := rt.client.Do(req, tracker, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type"))
+	if !ok {
+		return resp, nil
+	}
+	resp.Body = newStream(rt, req, resp, enc, tracker, opened)
+	return resp, nil
+}
