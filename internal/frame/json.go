@@ -88,7 +88,7 @@ const (
 const stackArray = 0x80
 
 // span is a string's content within the frame: frame-relative offsets, and
-// its strEscaped/strNonASCII flags.
+// its strEscaped flag.
 type span struct {
 	start, end int
 	flags      uint8
@@ -161,29 +161,16 @@ const (
 // scanInvalid with the reason.
 func (j *jsonScanner) scan(b []byte) (int, error) {
 	i := j.pos
-	for i < len(b) {
-		if j.state == stString {
-			end, resume, err := scanStringBody(b, i, &j.str.flags)
-			if err != nil {
-				return scanInvalid, err
-			}
-			if end < 0 {
-				j.pos = resume
-				return scanNeedMore, nil
-			}
-			j.str.end = end
-			i = end + 1
-			if j.isKey {
-				j.slot = j.keySlot(b)
-				j.state = stColon
-			} else {
-				j.stringValue(b)
-				j.state = stAfterValue
-			}
-			continue
+	if j.state == stString {
+		n, status, err := j.readString(b, i)
+		if status != scanDone {
+			return status, err
 		}
+		i = n
+	}
+	for i < len(b) {
 		c := b[i]
-		if c == ' ' || c == '\n' || c == '\r' || c == '\t' {
+		if c <= ' ' && (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
 			i++
 			continue
 		}
@@ -200,7 +187,11 @@ func (j *jsonScanner) scan(b []byte) (int, error) {
 			switch {
 			case c == '"':
 				j.startString(i, true)
-				i++
+				n, status, err := j.readString(b, i+1)
+				if status != scanDone {
+					return status, err
+				}
+				i = n
 			case c == '}' && j.state == stKeyOrClose:
 				i++
 				if j.closeContainer() {
@@ -237,31 +228,59 @@ func (j *jsonScanner) scan(b []byte) (int, error) {
 				return scanInvalid, errSyntax
 			}
 		case stValue, stValueOrClose:
-			if c == ']' && j.state == stValueOrClose {
+			switch {
+			case c == '"':
+				j.startString(i, false)
+				n, status, err := j.readString(b, i+1)
+				if status != scanDone {
+					return status, err
+				}
+				i = n
+			case c == ']' && j.state == stValueOrClose:
 				i++
 				j.closeContainer() // an array is never the frame itself
-				continue
+			default:
+				n, status, err := j.value(b, i)
+				if status != scanDone {
+					j.pos = i
+					return status, err
+				}
+				i = n
 			}
-			n, status, err := j.value(b, i)
-			if status != scanDone {
-				j.pos = i
-				return status, err
-			}
-			i = n
 		}
 	}
 	j.pos = i
 	return scanNeedMore, nil
 }
 
-// value starts or reads the value at b[i]. Strings and containers only start
-// here; numbers and literals are read whole (scanNeedMore, to be read again
+// readString reads the rest of the string started by startString, from b[i],
+// and returns the position after its closing quote. If b ends first, it
+// records where to resume and returns scanNeedMore.
+func (j *jsonScanner) readString(b []byte, i int) (int, int, error) {
+	end, resume, err := scanStringBody(b, i, &j.str.flags)
+	if err != nil {
+		return 0, scanInvalid, err
+	}
+	if end < 0 {
+		j.pos = resume
+		return 0, scanNeedMore, nil
+	}
+	j.str.end = end
+	if j.isKey {
+		j.slot = j.keySlot(b)
+		j.state = stColon
+	} else {
+		j.stringValue(b)
+		j.state = stAfterValue
+	}
+	return end + 1, scanDone, nil
+}
+
+// value starts or reads the value at b[i], which is not a string. Containers
+// only start here; numbers and literals are read whole (scanNeedMore, to be read again
 // from i, if b ends inside one). It returns the position after what it read.
 func (j *jsonScanner) value(b []byte, i int) (int, int, error) {
 	switch c := b[i]; c {
-	case '"':
-		j.startString(i, false)
-		return i + 1, scanDone, nil
 	case '{', '[':
 		if len(j.stack) >= maxNestingDepth {
 			return 0, scanInvalid, errTooDeep
@@ -436,7 +455,7 @@ func (j *jsonScanner) role() uint8 {
 // content returns a string's value, unquoting into buf only if it must.
 func content(b []byte, s span, buf *[]byte) []byte {
 	raw := b[s.start:s.end]
-	if !needsUnquote(s.flags) {
+	if !needsUnquote(raw, s.flags) {
 		return raw
 	}
 	*buf = appendUnquoted((*buf)[:0], raw)

@@ -8,11 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// String flags gathered while scanning a JSON string.
-const (
-	strEscaped  = 1 << iota // has a backslash escape
-	strNonASCII             // may have bytes >= 0x80
-)
+// strEscaped flags a JSON string that has a backslash escape.
+const strEscaped = 1
 
 // SWAR constants: one byte repeated eight times.
 const (
@@ -35,33 +32,24 @@ func specialBytes(w uint64) uint64 {
 // scanStringBody scans a JSON string's content from b[i], checking it as
 // encoding/json does. It returns the index of the closing quote, or
 // needMoreAt >= 0 when b ends first: the index to resume from (never inside an
-// escape). flags accumulates strEscaped and strNonASCII.
+// escape). It sets strEscaped in flags if the string has escapes.
+//
+// Bytes in b's spare capacity (past len(b)) are read, never trusted, so that
+// the word-at-a-time loop rarely needs a byte-wise tail.
 func scanStringBody(b []byte, i int, flags *uint8) (end, needMoreAt int, err error) {
-	var seen uint64
+	full := b[:cap(b)]
 	for {
-		for i+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[i:])
-			seen |= w
-			if m := specialBytes(w); m != 0 {
+		// indexSpecial, inlined: this loop is where a JSON scan spends its time.
+		for ; i+8 <= len(full); i += 8 {
+			if m := specialBytes(binary.LittleEndian.Uint64(full[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
-				break
+				goto found
 			}
-			i += 8
 		}
-		for i < len(b) {
-			c := b[i]
-			if c == '"' || c == '\\' || c < ' ' {
-				break
-			}
-			seen |= uint64(c)
-			i++
-		}
-		if seen&highBits != 0 {
-			*flags |= strNonASCII
-		}
-		seen = 0
+		i = indexSpecial(full, i)
+	found:
 		if i >= len(b) {
-			return -1, i, nil
+			return -1, len(b), nil
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -91,6 +79,35 @@ func scanStringBody(b []byte, i int, flags *uint8) (end, needMoreAt int, err err
 			return -1, -1, errBadEscape
 		}
 	}
+}
+
+// indexSpecial returns the index of the first '"', '\\' or control character
+// in b at or after i, or len(b).
+func indexSpecial(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < ' ' {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// isASCII reports whether s has no byte >= 0x80.
+func isASCII(s []byte) bool {
+	var seen uint64
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		seen |= binary.LittleEndian.Uint64(s[i:])
+	}
+	for ; i < len(s); i++ {
+		seen |= uint64(s[i])
+	}
+	return seen&highBits == 0
 }
 
 func isHex(c byte) bool {
@@ -172,4 +189,4 @@ func appendUnquoted(dst, s []byte) []byte {
 
 // needsUnquote reports whether a string's content differs from its value:
 // it has escapes, or non-ASCII bytes that might be invalid UTF-8.
-func needsUnquote(flags uint8) bool { return flags != 0 }
+func needsUnquote(raw []byte, flags uint8) bool { return flags&strEscaped != 0 || !isASCII(raw) }
