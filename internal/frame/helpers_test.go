@@ -111,6 +111,15 @@ func encodeEvents(t testing.TB, enc Encoding, events ...watchEvent) []byte {
 	return out.Bytes()
 }
 
+// clientGoDecoder is client-go's watch decoder over stream, with the scheme's
+// own object decoder, as a typed clientset has it.
+func clientGoDecoder(t testing.TB, enc Encoding, stream []byte) *restclientwatch.Decoder {
+	t.Helper()
+	info := serializerInfo(t, mediaType(enc))
+	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
+	return restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), scheme.Codecs.UniversalDeserializer())
+}
+
 // oracleEvent is what client-go's decoders make of one frame.
 type oracleEvent struct {
 	typ        string

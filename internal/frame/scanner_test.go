@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,6 +75,33 @@ func TestScanRealEvents(t *testing.T) {
 				})
 			}
 			compareWithOracle(t, enc, stream)
+
+			// The typed decode a clientset does agrees too.
+			decoder := clientGoDecoder(t, enc, stream)
+			for i, want := range realEventsWant() {
+				typ, obj, err := decoder.Decode()
+				if err != nil {
+					t.Fatalf("client-go, event %d: %v", i, err)
+				}
+				if string(typ) != want.Type.String() {
+					t.Fatalf("client-go, event %d: %s", i, typ)
+				}
+				if typ == "ERROR" {
+					st := obj.(*metav1.Status)
+					if st.Code != want.Code || string(st.Reason) != want.Reason {
+						t.Fatalf("client-go, event %d: %+v", i, st)
+					}
+					continue
+				}
+				accessor, err := meta.Accessor(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if accessor.GetResourceVersion() != string(want.ResourceVersion) ||
+					(accessor.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true") != want.InitialEventsEnd {
+					t.Fatalf("client-go, event %d: %+v", i, accessor)
+				}
+			}
 		})
 	}
 }

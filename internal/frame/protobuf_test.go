@@ -1,0 +1,231 @@
+package frame
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Hand-built protobuf frames, for the shapes the serializer never writes.
+
+func pbString(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func pbMessage(b []byte, num protowire.Number, m []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, m)
+}
+
+func pbVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// pbEvent builds a length-prefixed WatchEvent whose object is "k8s\0" + an
+// Unknown of the given kind wrapping object.
+func pbEvent(typ, kind string, object []byte) []byte {
+	unknown := pbMessage(nil, 1, pbString(pbString(nil, 1, "v1"), 2, kind))
+	unknown = pbMessage(unknown, 2, object)
+	event := pbString(nil, 1, typ)
+	event = pbMessage(event, 2, pbMessage(nil, 1, append([]byte("k8s\x00"), unknown...)))
+	return lengthPrefixed(event)
+}
+
+func lengthPrefixed(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// objectMeta builds a typed object (ObjectMeta at field 1) from ObjectMeta
+// fields.
+func objectWithMeta(meta []byte) []byte { return pbMessage(nil, 1, meta) }
+
+func annotation(key, value string) []byte {
+	return pbMessage(nil, 12, pbString(pbString(nil, 1, key), 2, value))
+}
+
+func TestScanProtobufFrames(t *testing.T) {
+	rv := func(v string) []byte { return pbString(nil, 6, v) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		want   []Event
+		err    error
+	}{
+		{"minimal event", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5"))),
+			[]Event{{Type: Added, ResourceVersion: []byte("5")}}, io.EOF},
+		{"fields in reverse order and unknown fields",
+			lengthPrefixed(cat(
+				pbVarintField(nil, 99, 7),
+				pbMessage(nil, 2, pbMessage(nil, 1, cat([]byte("k8s\x00"),
+					pbMessage(nil, 2, objectWithMeta(cat(annotation("k8s.io/initial-events-end", "true"), rv("8"), pbString(nil, 1, "name")))),
+					pbMessage(nil, 1, pbString(pbString(nil, 2, "ConfigMap"), 1, "v1")),
+				))),
+				pbString(nil, 1, "BOOKMARK"),
+			)),
+			[]Event{{Type: Bookmark, ResourceVersion: []byte("8"), InitialEventsEnd: true}}, io.EOF},
+		{"repeated fields: last wins, ObjectMeta merges",
+			pbEvent("DELETED", "ConfigMap", cat(objectWithMeta(cat(rv("1"), annotation("k8s.io/initial-events-end", "true"))), objectWithMeta(rv("2")))),
+			[]Event{{Type: Deleted, ResourceVersion: []byte("2")}}, io.EOF},
+		{"later annotation entry wins",
+			pbEvent("BOOKMARK", "ConfigMap", objectWithMeta(cat(rv("3"), annotation("k8s.io/initial-events-end", "true"), annotation("k8s.io/initial-events-end", "false")))),
+			[]Event{{Type: Bookmark, ResourceVersion: []byte("3")}}, io.EOF},
+		{"status fields",
+			pbEvent("ERROR", "Status", cat(pbString(nil, 4, "TooManyRequests"), pbVarintField(nil, 6, 429), pbMessage(nil, 5, pbVarintField(nil, 5, 9)))),
+			[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 9, HasRetryAfter: true}}, io.EOF},
+		{"negative code", pbEvent("ERROR", "Status", pbVarintField(nil, 6, uint64(1<<64-5))),
+			[]Event{{Type: Error, Code: -5}}, io.EOF},
+
+		{"empty frame", lengthPrefixed(nil), nil, errProtoEmpty},
+		{"unknown type", pbEvent("UPDATED", "ConfigMap", objectWithMeta(rv("5"))), nil, nil},
+		{"no object", lengthPrefixed(pbString(nil, 1, "ADDED")), nil, errNoRaw},
+		{"no prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k9s\x00xx")))), nil, errNoPrefix},
+		{"only the prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k8s\x00")))), nil, errEmptyBody},
+		{"no kind", pbEvent("ADDED", "", objectWithMeta(rv("5"))), nil, errObjectTypeMeta},
+		{"no resourceVersion", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbString(nil, 1, "name"))), nil, errNoRV},
+		{"metadata with the wrong wire type", pbEvent("ADDED", "ConfigMap", pbVarintField(nil, 1, 5)), nil, errProtoWireType},
+		{"resourceVersion with the wrong wire type", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbVarintField(nil, 6, 5))), nil, errProtoWireType},
+		{"field runs past its message", pbEvent("ADDED", "ConfigMap", objectWithMeta([]byte{6<<3 | 2, 50, '1'})), nil, errProtoTruncated},
+		{"field number zero", lengthPrefixed([]byte{0 << 3, 1}), nil, errProtoTag},
+		{"end group without group", lengthPrefixed([]byte{1<<3 | 4}), nil, errProtoEndGroup},
+		{"varint overflow", lengthPrefixed(bytes.Repeat([]byte{0xff}, 11)), nil, errProtoOverflow},
+
+		{"torn in the prefix", []byte{0, 0}, nil, io.ErrUnexpectedEOF},
+		{"torn in the body", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5")))[:10], nil, io.ErrUnexpectedEOF},
+		{"empty stream", nil, nil, io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frames, raw, _, err := scanAll(t, bytes.NewReader(tc.stream), Protobuf, 0)
+			if len(frames) != len(tc.want) {
+				t.Fatalf("%d frames %+v; want %+v (err %v)", len(frames), frames, tc.want, err)
+			}
+			for i := range frames {
+				if !equalEvent(frames[i].Event, tc.want[i]) {
+					t.Errorf("event %d: %+v; want %+v", i, frames[i].Event, tc.want[i])
+				}
+			}
+			var invalid *InvalidFrameError
+			switch {
+			case tc.err == io.EOF || tc.err == io.ErrUnexpectedEOF:
+				if err != tc.err {
+					t.Fatalf("err %v; want %v", err, tc.err)
+				}
+			case !errors.As(err, &invalid):
+				t.Fatalf("err %v; want an *InvalidFrameError", err)
+			case tc.err != nil && !errors.Is(err, tc.err):
+				t.Fatalf("err %v; want it to wrap %v", err, tc.err)
+			}
+			if err == io.EOF && !bytes.Equal(raw, tc.stream) {
+				t.Fatalf("Raw differs from the stream")
+			}
+			compareWithOracle(t, Protobuf, tc.stream)
+		})
+	}
+}
+
+func TestEncodeError(t *testing.T) {
+	for _, enc := range encodings {
+		for _, st := range []*metav1.Status{
+			status(410, metav1.StatusReasonExpired, 0),
+			status(429, metav1.StatusReasonTooManyRequests, 5),
+			{Code: 500, Reason: metav1.StatusReasonInternalError, Message: "etcdserver: leader changed",
+				Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "x"}}}},
+		} {
+			before := st.DeepCopy()
+			frame, err := EncodeError(enc, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalStatus(st, before) {
+				t.Fatalf("EncodeError modified its argument")
+			}
+			// client-go's own watch decoder reads it back.
+			decoder := clientGoDecoder(t, enc, frame)
+			typ, obj, err := decoder.Decode()
+			if err != nil {
+				t.Fatalf("%v: client-go cannot decode: %v", enc, err)
+			}
+			got, ok := obj.(*metav1.Status)
+			if typ != "ERROR" || !ok {
+				t.Fatalf("%v: decoded %s %T", enc, typ, obj)
+			}
+			want := st.DeepCopy()
+			want.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+			got.TypeMeta = want.TypeMeta // a protobuf decode leaves it to the scheme
+			if !equalStatus(got, want) {
+				t.Fatalf("%v: decoded %+v; want %+v", enc, got, want)
+			}
+			if _, _, err := decoder.Decode(); err != io.EOF {
+				t.Fatalf("%v: after the frame: %v; want io.EOF", enc, err)
+			}
+			// And so does the scanner.
+			frames, _, _, err := scanAll(t, bytes.NewReader(frame), enc, 0)
+			if err != io.EOF || len(frames) != 1 {
+				t.Fatalf("%v: scanner: %d frames, %v", enc, len(frames), err)
+			}
+			wantEvent := Event{Type: Error, Code: st.Code, Reason: string(st.Reason)}
+			if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+				wantEvent.RetryAfterSeconds, wantEvent.HasRetryAfter = st.Details.RetryAfterSeconds, true
+			}
+			if !equalEvent(frames[0].Event, wantEvent) {
+				t.Fatalf("%v: scanner: %+v; want %+v", enc, frames[0].Event, wantEvent)
+			}
+		}
+	}
+	if _, err := EncodeError(JSON, nil); err == nil {
+		t.Error("nil status: no error")
+	}
+	if _, err := EncodeError(Encoding(9), &metav1.Status{}); err == nil {
+		t.Error("unknown encoding: no error")
+	}
+}
+
+func equalStatus(a, b *metav1.Status) bool {
+	ab, _ := a.Marshal()
+	bb, _ := b.Marshal()
+	return bytes.Equal(ab, bb) && a.TypeMeta == b.TypeMeta
+}
+
+func TestEncodingFor(t *testing.T) {
+	for _, tc := range []struct {
+		contentType string
+		want        Encoding
+		ok          bool
+	}{
+		{"application/json", JSON, true},
+		{"application/json;stream=watch", JSON, true},
+		{"Application/JSON; charset=utf-8", JSON, true},
+		{"application/vnd.kubernetes.protobuf;stream=watch", Protobuf, true},
+		{"application/vnd.kubernetes.protobuf", Protobuf, true},
+		{"", JSON, true},
+		{"application/cbor-seq", 0, false},
+		{"application/cbor", 0, false},
+		{"application/yaml", 0, false},
+		{"text/plain; charset=utf-8", 0, false},
+		{"application/vnd.kubernetes.protobuf;stream=watch;x", Protobuf, true},
+		{"/", 0, false},
+	} {
+		got, ok := EncodingFor(tc.contentType)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("EncodingFor(%q) = %v, %v; want %v, %v", tc.contentType, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestEventTypeString(t *testing.T) {
+	for typ, want := range map[EventType]string{Added: "ADDED", Modified: "MODIFIED", Deleted: "DELETED", Bookmark: "BOOKMARK", Error: "ERROR", 0: "EventType(0)", 9: "EventType(9)"} {
+		if got := typ.String(); got != want {
+			t.Errorf("%d: %q; want %q", uint8(typ), got, want)
+		}
+	}
+	if JSON.String() != "application/json" || Encoding(7).String() != "Encoding(7)" {
+		t.Error("Encoding.String")
+	}
+}
