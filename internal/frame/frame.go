@@ -97,9 +97,10 @@ func eventTypeOf(name []byte) EventType {
 type Event struct {
 	// Type is the event type; always one of the EventType constants.
 	Type EventType
-	// ResourceVersion is object.metadata.resourceVersion, never empty for a
-	// non-ERROR event. It aliases memory owned by the Scanner and is valid
-	// until the next call to Next.
+	// ResourceVersion is object.metadata.resourceVersion: never empty for a
+	// non-ERROR event, always nil for an ERROR event (a Status is no resume
+	// point). It aliases memory owned by the Scanner and is valid until the
+	// next call to Next.
 	ResourceVersion []byte
 	// InitialEventsEnd reports a BOOKMARK whose object is annotated
 	// k8s.io/initial-events-end: "true", the end of a streaming list.

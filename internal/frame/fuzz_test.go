@@ -76,6 +76,13 @@ func seedStreams(t testing.TB, enc Encoding) [][]byte {
 			[]byte(`{"\u0074ype":"ADDED","type":"DELETED","object":{"KIND":"ConfigMap","apiVersion":"v1","data":{"k":"\"\\\u00e9\ud83d\ude00"},"metadata":{"resourceVersion":"\u00319","resourceVersion":null}},"object":null}`+"\r\n\t "),
 			[]byte(`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":429,"reason":"TooManyRequests","details":{"retryAfterSeconds":2,"causes":[{"field":"x"}]},"metadata":{}}}`),
 		)
+		for _, tc := range jsonFrameCases {
+			seeds = append(seeds, []byte(tc.stream))
+		}
+	} else {
+		for _, tc := range protobufFrameCases {
+			seeds = append(seeds, tc.stream)
+		}
 	}
 	return seeds
 }

@@ -689,7 +689,7 @@ func (j *jsonScanner) event(b []byte, ev *Event) error {
 		if f.hasType {
 			name = string(content(b, f.typ, &j.scratch))
 		}
-		return fmt.Errorf("unknown watch event type %q", name)
+		return &unknownTypeError{name: name}
 	}
 	switch {
 	case !f.hasObject:

@@ -3,6 +3,7 @@ package frame
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -159,11 +160,11 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	return nil
 }
 
+// unknownTypeError is the reason for a frame whose type is not one of the
+// five watch event types.
 type unknownTypeError struct{ name string }
 
-func (e *unknownTypeError) Error() string { return "unknown watch event type " + quote(e.name) }
-
-func quote(s string) string { return `"` + s + `"` }
+func (e *unknownTypeError) Error() string { return "unknown watch event type " + strconv.Quote(e.name) }
 
 // walk reads the fields of message msg in b as its generated Unmarshal does,
 // recording those the scanner needs.

@@ -50,57 +50,65 @@ func annotation(key, value string) []byte {
 	return pbMessage(nil, 12, pbString(pbString(nil, 1, key), 2, value))
 }
 
+func rv(v string) []byte { return pbString(nil, 6, v) }
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// protobufFrameCases are protobuf frames the serializer never writes; the
+// fuzz target starts from them too.
+var protobufFrameCases = []struct {
+	name   string
+	stream []byte
+	want   []Event
+	err    error
+}{
+	{"minimal event", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5"))),
+		[]Event{{Type: Added, ResourceVersion: []byte("5")}}, io.EOF},
+	{"fields in reverse order and unknown fields",
+		lengthPrefixed(cat(
+			pbVarintField(nil, 99, 7),
+			pbMessage(nil, 2, pbMessage(nil, 1, cat([]byte("k8s\x00"),
+				pbMessage(nil, 2, objectWithMeta(cat(annotation("k8s.io/initial-events-end", "true"), rv("8"), pbString(nil, 1, "name")))),
+				pbMessage(nil, 1, pbString(pbString(nil, 2, "ConfigMap"), 1, "v1")),
+			))),
+			pbString(nil, 1, "BOOKMARK"),
+		)),
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("8"), InitialEventsEnd: true}}, io.EOF},
+	{"repeated fields: last wins, ObjectMeta merges",
+		pbEvent("DELETED", "ConfigMap", cat(objectWithMeta(cat(rv("1"), annotation("k8s.io/initial-events-end", "true"))), objectWithMeta(rv("2")))),
+		[]Event{{Type: Deleted, ResourceVersion: []byte("2")}}, io.EOF},
+	{"later annotation entry wins",
+		pbEvent("BOOKMARK", "ConfigMap", objectWithMeta(cat(rv("3"), annotation("k8s.io/initial-events-end", "true"), annotation("k8s.io/initial-events-end", "false")))),
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("3")}}, io.EOF},
+	{"status fields",
+		pbEvent("ERROR", "Status", cat(pbString(nil, 4, "TooManyRequests"), pbVarintField(nil, 6, 429), pbMessage(nil, 5, pbVarintField(nil, 5, 9)))),
+		[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 9, HasRetryAfter: true}}, io.EOF},
+	{"negative code", pbEvent("ERROR", "Status", pbVarintField(nil, 6, uint64(1<<64-5))),
+		[]Event{{Type: Error, Code: -5}}, io.EOF},
+
+	{"empty frame", lengthPrefixed(nil), nil, errProtoEmpty},
+	{"unknown type", pbEvent("UPDATED", "ConfigMap", objectWithMeta(rv("5"))), nil, nil},
+	{"no object", lengthPrefixed(pbString(nil, 1, "ADDED")), nil, errNoRaw},
+	{"no prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k9s\x00xx")))), nil, errNoPrefix},
+	{"only the prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k8s\x00")))), nil, errEmptyBody},
+	{"no kind", pbEvent("ADDED", "", objectWithMeta(rv("5"))), nil, errObjectTypeMeta},
+	{"no resourceVersion", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbString(nil, 1, "name"))), nil, errNoRV},
+	{"metadata with the wrong wire type", pbEvent("ADDED", "ConfigMap", pbVarintField(nil, 1, 5)), nil, errProtoWireType},
+	{"resourceVersion with the wrong wire type", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbVarintField(nil, 6, 5))), nil, errProtoWireType},
+	{"field runs past its message", pbEvent("ADDED", "ConfigMap", objectWithMeta([]byte{6<<3 | 2, 50, '1'})), nil, errProtoTruncated},
+	{"field number zero", lengthPrefixed([]byte{0 << 3, 1}), nil, errProtoTag},
+	{"end group without group", lengthPrefixed([]byte{1<<3 | 4}), nil, errProtoEndGroup},
+	{"varint overflow", lengthPrefixed(bytes.Repeat([]byte{0xff}, 11)), nil, errProtoOverflow},
+
+	{"torn in the prefix", []byte{0, 0}, nil, io.ErrUnexpectedEOF},
+	{"torn in the body", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5")))[:10], nil, io.ErrUnexpectedEOF},
+	{"empty stream", nil, nil, io.EOF},
+}
+
+// TestScanProtobufFrames checks each of protobufFrameCases against the
+// expected events and against client-go's decoder.
 func TestScanProtobufFrames(t *testing.T) {
-	rv := func(v string) []byte { return pbString(nil, 6, v) }
-	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	for _, tc := range []struct {
-		name   string
-		stream []byte
-		want   []Event
-		err    error
-	}{
-		{"minimal event", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5"))),
-			[]Event{{Type: Added, ResourceVersion: []byte("5")}}, io.EOF},
-		{"fields in reverse order and unknown fields",
-			lengthPrefixed(cat(
-				pbVarintField(nil, 99, 7),
-				pbMessage(nil, 2, pbMessage(nil, 1, cat([]byte("k8s\x00"),
-					pbMessage(nil, 2, objectWithMeta(cat(annotation("k8s.io/initial-events-end", "true"), rv("8"), pbString(nil, 1, "name")))),
-					pbMessage(nil, 1, pbString(pbString(nil, 2, "ConfigMap"), 1, "v1")),
-				))),
-				pbString(nil, 1, "BOOKMARK"),
-			)),
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("8"), InitialEventsEnd: true}}, io.EOF},
-		{"repeated fields: last wins, ObjectMeta merges",
-			pbEvent("DELETED", "ConfigMap", cat(objectWithMeta(cat(rv("1"), annotation("k8s.io/initial-events-end", "true"))), objectWithMeta(rv("2")))),
-			[]Event{{Type: Deleted, ResourceVersion: []byte("2")}}, io.EOF},
-		{"later annotation entry wins",
-			pbEvent("BOOKMARK", "ConfigMap", objectWithMeta(cat(rv("3"), annotation("k8s.io/initial-events-end", "true"), annotation("k8s.io/initial-events-end", "false")))),
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("3")}}, io.EOF},
-		{"status fields",
-			pbEvent("ERROR", "Status", cat(pbString(nil, 4, "TooManyRequests"), pbVarintField(nil, 6, 429), pbMessage(nil, 5, pbVarintField(nil, 5, 9)))),
-			[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 9, HasRetryAfter: true}}, io.EOF},
-		{"negative code", pbEvent("ERROR", "Status", pbVarintField(nil, 6, uint64(1<<64-5))),
-			[]Event{{Type: Error, Code: -5}}, io.EOF},
-
-		{"empty frame", lengthPrefixed(nil), nil, errProtoEmpty},
-		{"unknown type", pbEvent("UPDATED", "ConfigMap", objectWithMeta(rv("5"))), nil, nil},
-		{"no object", lengthPrefixed(pbString(nil, 1, "ADDED")), nil, errNoRaw},
-		{"no prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k9s\x00xx")))), nil, errNoPrefix},
-		{"only the prefix", lengthPrefixed(pbMessage(pbString(nil, 1, "ADDED"), 2, pbMessage(nil, 1, []byte("k8s\x00")))), nil, errEmptyBody},
-		{"no kind", pbEvent("ADDED", "", objectWithMeta(rv("5"))), nil, errObjectTypeMeta},
-		{"no resourceVersion", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbString(nil, 1, "name"))), nil, errNoRV},
-		{"metadata with the wrong wire type", pbEvent("ADDED", "ConfigMap", pbVarintField(nil, 1, 5)), nil, errProtoWireType},
-		{"resourceVersion with the wrong wire type", pbEvent("ADDED", "ConfigMap", objectWithMeta(pbVarintField(nil, 6, 5))), nil, errProtoWireType},
-		{"field runs past its message", pbEvent("ADDED", "ConfigMap", objectWithMeta([]byte{6<<3 | 2, 50, '1'})), nil, errProtoTruncated},
-		{"field number zero", lengthPrefixed([]byte{0 << 3, 1}), nil, errProtoTag},
-		{"end group without group", lengthPrefixed([]byte{1<<3 | 4}), nil, errProtoEndGroup},
-		{"varint overflow", lengthPrefixed(bytes.Repeat([]byte{0xff}, 11)), nil, errProtoOverflow},
-
-		{"torn in the prefix", []byte{0, 0}, nil, io.ErrUnexpectedEOF},
-		{"torn in the body", pbEvent("ADDED", "ConfigMap", objectWithMeta(rv("5")))[:10], nil, io.ErrUnexpectedEOF},
-		{"empty stream", nil, nil, io.EOF},
-	} {
+	for _, tc := range protobufFrameCases {
 		t.Run(tc.name, func(t *testing.T) {
 			frames, raw, _, err := scanAll(t, bytes.NewReader(tc.stream), Protobuf, 0)
 			if len(frames) != len(tc.want) {

@@ -112,107 +112,111 @@ func equalEvent(a, b Event) bool {
 		a.RetryAfterSeconds == b.RetryAfterSeconds && a.HasRetryAfter == b.HasRetryAfter
 }
 
-// TestScanJSONFrames covers the JSON shapes a real server does not write but
-// a JSON decoder accepts, each checked against the expected event and against
-// client-go's decoder.
+const cmKind = `"apiVersion":"v1","kind":"ConfigMap"`
+
+// jsonFrameCases are JSON shapes a real server does not write but a JSON
+// decoder accepts or refuses; the fuzz target starts from them too.
+var jsonFrameCases = []struct {
+	name   string
+	stream string
+	want   []Event
+	err    error // io.EOF, io.ErrUnexpectedEOF, or a reason wrapped by *InvalidFrameError
+}{
+	{"no whitespace between frames",
+		`{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}{"type":"DELETED","object":{` + cmKind + `,"metadata":{"resourceVersion":"2"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("1")}, {Type: Deleted, ResourceVersion: []byte("2")}}, io.EOF},
+	{"all whitespace kinds",
+		" \r\n\t{ \"type\" : \"ADDED\" ,\n\"object\"\t:\r{" + cmKind + " , \"metadata\" : { \"resourceVersion\" : \"1\" } } }\r\n \t",
+		[]Event{{Type: Added, ResourceVersion: []byte("1")}}, io.EOF},
+	{"key order shuffled",
+		`{"object":{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"9"},"kind":"ConfigMap","apiVersion":"v1"},"type":"BOOKMARK"}`,
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("9"), InitialEventsEnd: true}}, io.EOF},
+	{"escaped keys and values",
+		`{"\u0074ype":"\u0041DDED","obj\u0065ct":{"\u0061piVersion":"v\u0031","kind":"ConfigMap","meta\u0064ata":{"resource\u0056ersion":"\u0031\u0032"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("12")}}, io.EOF},
+	{"escaped annotation and reason",
+		`{"type":"BOOKMARK","object":{` + cmKind + `,"metadata":{"resourceVersion":"3","annotations":{"k8s.io\/initial-events-end":"tru\u0065"}}}}` +
+			`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410,"reason":"Exp\u0069red\n"}}`,
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("3"), InitialEventsEnd: true}, {Type: Error, Code: 410, Reason: "Expired\n"}}, io.EOF},
+	{"strings with quotes, backslashes, unicode",
+		`{"type":"ADDED","object":{` + cmKind + `,"data":{"k\"":"a\\\"b\\\\","é":"\ud83d\ude00 ünï"},"metadata":{"resourceVersion":"4"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("4")}}, io.EOF},
+	{"duplicate keys: last wins",
+		`{"type":"DELETED","type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1","resourceVersion":"2"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("2")}}, io.EOF},
+	{"duplicate metadata merges",
+		`{"type":"BOOKMARK","object":{` + cmKind + `,"metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"}},"metadata":{"name":"x"}}}`,
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("5"), InitialEventsEnd: true}}, io.EOF},
+	{"duplicate object replaces",
+		`{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"5"}},"object":{` + cmKind + `,"metadata":{"resourceVersion":"6"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("6")}}, io.EOF},
+	{"null object keeps the earlier one",
+		`{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"5"}},"object":null}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("5")}}, io.EOF},
+	{"null annotations clear initial-events-end",
+		`{"type":"BOOKMARK","object":{` + cmKind + `,"metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"},"annotations":null}}}`,
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("5")}}, io.EOF},
+	{"null details clear retryAfterSeconds",
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":429,"details":{"retryAfterSeconds":3},"details":null}}`,
+		[]Event{{Type: Error, Code: 429}}, io.EOF},
+	{"retryAfterSeconds",
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","details":{"retryAfterSeconds":3,"causes":[{"reason":"x"}]},"code":429,"reason":"TooManyRequests"}}`,
+		[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 3, HasRetryAfter: true}}, io.EOF},
+	{"keys are case-sensitive",
+		`{"type":"ADDED","Type":"DELETED","object":{` + cmKind + `,"metadata":{"resourceVersion":"7","ResourceVersion":"8"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
+	{"kind in any case",
+		`{"type":"ADDED","object":{"APIVERSION":"v1","KIND":"ConfigMap","metadata":{"resourceVersion":"7"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
+	{"numbers of every shape elsewhere",
+		`{"type":"ADDED","object":{` + cmKind + `,"n":[0,-0,1.5,-2e10,3E+2,4e-2,12345678901234567890],"t":true,"f":false,"z":null,"metadata":{"resourceVersion":"7"}}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
+
+	{"unknown type", `{"type":"UPDATED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
+	{"lower-case type", `{"type":"added","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
+	{"no type", `{"object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
+	{"type not a string", `{"type":1,"object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}`, nil, errTypeNotString},
+	{"no object", `{"type":"ADDED"}`, nil, errNoObject},
+	{"null object", `{"type":"ADDED","object":null}`, nil, errNoObject},
+	{"object not an object", `{"type":"ADDED","object":"x"}`, nil, errObjectNotObject},
+	{"object without kind", `{"type":"ADDED","object":{"apiVersion":"v1","metadata":{"resourceVersion":"1"}}}`, nil, errObjectTypeMeta},
+	{"object with a bad apiVersion", `{"type":"ADDED","object":{"apiVersion":"a/b/c","kind":"ConfigMap","metadata":{"resourceVersion":"1"}}}`, nil, errObjectTypeMeta},
+	{"no resourceVersion", `{"type":"ADDED","object":{` + cmKind + `,"metadata":{"name":"x"}}}`, nil, errNoRV},
+	{"empty resourceVersion", `{"type":"MODIFIED","object":{` + cmKind + `,"metadata":{"resourceVersion":""}}}`, nil, errNoRV},
+	{"resourceVersion not a string", `{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":1}}}`, nil, errMetadata},
+	{"metadata not an object", `{"type":"ADDED","object":{` + cmKind + `,"metadata":[]}}`, nil, errMetadata},
+	{"annotation not a string", `{"type":"BOOKMARK","object":{` + cmKind + `,"metadata":{"resourceVersion":"1","annotations":{"a":1}}}}`, nil, errAnnotations},
+	{"code not an int32", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":4.1e2}}`, nil, errStatusFields},
+	{"code out of range", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":2147483648}}`, nil, errStatusFields},
+	{"envelope with its own kind", `{"kind":"WatchEvent","type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}`, nil, errEnvelopeTypeMeta},
+	{"second frame unknown", `{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}}` + "\n" + `{"type":"?","object":{}}`,
+		[]Event{{Type: Added, ResourceVersion: []byte("1")}}, nil},
+
+	{"not an object", `["type","ADDED"]`, nil, errNotObject},
+	{"missing colon", `{"type" "ADDED"}`, nil, errSyntax},
+	{"trailing comma", `{"type":"ADDED",}`, nil, errSyntax},
+	{"single quotes", `{'type':'ADDED'}`, nil, errSyntax},
+	{"mismatched brackets", `{"type":"ADDED","object":{"a":[}]}`, nil, errSyntax},
+	{"bad literal", `{"type":"ADDED","object":{"a":nul}}`, nil, errSyntax},
+	{"bad number", `{"type":"ADDED","object":{"a":01}}`, nil, errSyntax},
+	{"bad escape", `{"type":"ADD\x"}`, nil, errBadEscape},
+	{"control character", "{\"type\":\"ADD\tED\"}", nil, errControlInString},
+	{"garbage after a frame", `{"type":"ADDED","object":{` + cmKind + `,"metadata":{"resourceVersion":"1"}}} x`,
+		[]Event{{Type: Added, ResourceVersion: []byte("1")}}, errNotObject},
+
+	{"torn in a string", `{"type":"ADDED","object":{"a":"b`, nil, io.ErrUnexpectedEOF},
+	{"torn in an escape", `{"type":"ADDED","object":{"a":"\u00`, nil, io.ErrUnexpectedEOF},
+	{"torn in a number", `{"type":"ADDED","object":{"a":12`, nil, io.ErrUnexpectedEOF},
+	{"torn in a literal", `{"type":"ADDED","object":{"a":tr`, nil, io.ErrUnexpectedEOF},
+	{"torn after whitespace", "{\"type\":\"ADDED\"  \n", nil, io.ErrUnexpectedEOF},
+	{"empty", "", nil, io.EOF},
+	{"whitespace only", " \n\n", nil, io.EOF},
+}
+
+// TestScanJSONFrames checks each of jsonFrameCases against the expected
+// events and against client-go's decoder.
 func TestScanJSONFrames(t *testing.T) {
-	const obj = `"apiVersion":"v1","kind":"ConfigMap"`
-	for _, tc := range []struct {
-		name   string
-		stream string
-		want   []Event
-		err    error // io.EOF, io.ErrUnexpectedEOF, or a reason wrapped by *InvalidFrameError
-	}{
-		{"no whitespace between frames",
-			`{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}{"type":"DELETED","object":{` + obj + `,"metadata":{"resourceVersion":"2"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("1")}, {Type: Deleted, ResourceVersion: []byte("2")}}, io.EOF},
-		{"all whitespace kinds",
-			" \r\n\t{ \"type\" : \"ADDED\" ,\n\"object\"\t:\r{" + obj + " , \"metadata\" : { \"resourceVersion\" : \"1\" } } }\r\n \t",
-			[]Event{{Type: Added, ResourceVersion: []byte("1")}}, io.EOF},
-		{"key order shuffled",
-			`{"object":{"metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"9"},"kind":"ConfigMap","apiVersion":"v1"},"type":"BOOKMARK"}`,
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("9"), InitialEventsEnd: true}}, io.EOF},
-		{"escaped keys and values",
-			`{"\u0074ype":"\u0041DDED","obj\u0065ct":{"\u0061piVersion":"v\u0031","kind":"ConfigMap","meta\u0064ata":{"resource\u0056ersion":"\u0031\u0032"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("12")}}, io.EOF},
-		{"escaped annotation and reason",
-			`{"type":"BOOKMARK","object":{` + obj + `,"metadata":{"resourceVersion":"3","annotations":{"k8s.io\/initial-events-end":"tru\u0065"}}}}` +
-				`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410,"reason":"Exp\u0069red\n"}}`,
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("3"), InitialEventsEnd: true}, {Type: Error, Code: 410, Reason: "Expired\n"}}, io.EOF},
-		{"strings with quotes, backslashes, unicode",
-			`{"type":"ADDED","object":{` + obj + `,"data":{"k\"":"a\\\"b\\\\","é":"\ud83d\ude00 ünï"},"metadata":{"resourceVersion":"4"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("4")}}, io.EOF},
-		{"duplicate keys: last wins",
-			`{"type":"DELETED","type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"1","resourceVersion":"2"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("2")}}, io.EOF},
-		{"duplicate metadata merges",
-			`{"type":"BOOKMARK","object":{` + obj + `,"metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"}},"metadata":{"name":"x"}}}`,
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("5"), InitialEventsEnd: true}}, io.EOF},
-		{"duplicate object replaces",
-			`{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"5"}},"object":{` + obj + `,"metadata":{"resourceVersion":"6"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("6")}}, io.EOF},
-		{"null object keeps the earlier one",
-			`{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"5"}},"object":null}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("5")}}, io.EOF},
-		{"null annotations clear initial-events-end",
-			`{"type":"BOOKMARK","object":{` + obj + `,"metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"},"annotations":null}}}`,
-			[]Event{{Type: Bookmark, ResourceVersion: []byte("5")}}, io.EOF},
-		{"null details clear retryAfterSeconds",
-			`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":429,"details":{"retryAfterSeconds":3},"details":null}}`,
-			[]Event{{Type: Error, Code: 429}}, io.EOF},
-		{"retryAfterSeconds",
-			`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","details":{"retryAfterSeconds":3,"causes":[{"reason":"x"}]},"code":429,"reason":"TooManyRequests"}}`,
-			[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 3, HasRetryAfter: true}}, io.EOF},
-		{"keys are case-sensitive",
-			`{"type":"ADDED","Type":"DELETED","object":{` + obj + `,"metadata":{"resourceVersion":"7","ResourceVersion":"8"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
-		{"kind in any case",
-			`{"type":"ADDED","object":{"APIVERSION":"v1","KIND":"ConfigMap","metadata":{"resourceVersion":"7"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
-		{"numbers of every shape elsewhere",
-			`{"type":"ADDED","object":{` + obj + `,"n":[0,-0,1.5,-2e10,3E+2,4e-2,12345678901234567890],"t":true,"f":false,"z":null,"metadata":{"resourceVersion":"7"}}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("7")}}, io.EOF},
-
-		{"unknown type", `{"type":"UPDATED","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
-		{"lower-case type", `{"type":"added","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
-		{"no type", `{"object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}`, nil, nil},
-		{"type not a string", `{"type":1,"object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}`, nil, errTypeNotString},
-		{"no object", `{"type":"ADDED"}`, nil, errNoObject},
-		{"null object", `{"type":"ADDED","object":null}`, nil, errNoObject},
-		{"object not an object", `{"type":"ADDED","object":"x"}`, nil, errObjectNotObject},
-		{"object without kind", `{"type":"ADDED","object":{"apiVersion":"v1","metadata":{"resourceVersion":"1"}}}`, nil, errObjectTypeMeta},
-		{"object with a bad apiVersion", `{"type":"ADDED","object":{"apiVersion":"a/b/c","kind":"ConfigMap","metadata":{"resourceVersion":"1"}}}`, nil, errObjectTypeMeta},
-		{"no resourceVersion", `{"type":"ADDED","object":{` + obj + `,"metadata":{"name":"x"}}}`, nil, errNoRV},
-		{"empty resourceVersion", `{"type":"MODIFIED","object":{` + obj + `,"metadata":{"resourceVersion":""}}}`, nil, errNoRV},
-		{"resourceVersion not a string", `{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":1}}}`, nil, errMetadata},
-		{"metadata not an object", `{"type":"ADDED","object":{` + obj + `,"metadata":[]}}`, nil, errMetadata},
-		{"annotation not a string", `{"type":"BOOKMARK","object":{` + obj + `,"metadata":{"resourceVersion":"1","annotations":{"a":1}}}}`, nil, errAnnotations},
-		{"code not an int32", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":4.1e2}}`, nil, errStatusFields},
-		{"code out of range", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":2147483648}}`, nil, errStatusFields},
-		{"envelope with its own kind", `{"kind":"WatchEvent","type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}`, nil, errEnvelopeTypeMeta},
-		{"second frame unknown", `{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}}` + "\n" + `{"type":"?","object":{}}`,
-			[]Event{{Type: Added, ResourceVersion: []byte("1")}}, nil},
-
-		{"not an object", `["type","ADDED"]`, nil, errNotObject},
-		{"missing colon", `{"type" "ADDED"}`, nil, errSyntax},
-		{"trailing comma", `{"type":"ADDED",}`, nil, errSyntax},
-		{"single quotes", `{'type':'ADDED'}`, nil, errSyntax},
-		{"mismatched brackets", `{"type":"ADDED","object":{"a":[}]}`, nil, errSyntax},
-		{"bad literal", `{"type":"ADDED","object":{"a":nul}}`, nil, errSyntax},
-		{"bad number", `{"type":"ADDED","object":{"a":01}}`, nil, errSyntax},
-		{"bad escape", `{"type":"ADD\x"}`, nil, errBadEscape},
-		{"control character", "{\"type\":\"ADD\tED\"}", nil, errControlInString},
-		{"garbage after a frame", `{"type":"ADDED","object":{` + obj + `,"metadata":{"resourceVersion":"1"}}} x`,
-			[]Event{{Type: Added, ResourceVersion: []byte("1")}}, errNotObject},
-
-		{"torn in a string", `{"type":"ADDED","object":{"a":"b`, nil, io.ErrUnexpectedEOF},
-		{"torn in an escape", `{"type":"ADDED","object":{"a":"\u00`, nil, io.ErrUnexpectedEOF},
-		{"torn in a number", `{"type":"ADDED","object":{"a":12`, nil, io.ErrUnexpectedEOF},
-		{"torn in a literal", `{"type":"ADDED","object":{"a":tr`, nil, io.ErrUnexpectedEOF},
-		{"torn after whitespace", "{\"type\":\"ADDED\"  \n", nil, io.ErrUnexpectedEOF},
-		{"empty", "", nil, io.EOF},
-		{"whitespace only", " \n\n", nil, io.EOF},
-	} {
+	for _, tc := range jsonFrameCases {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := []byte(tc.stream)
 			frames, raw, sc, err := scanAll(t, bytes.NewReader(stream), JSON, 0)
