@@ -367,7 +367,8 @@ func (s *Server) Start(ctx context.Context) error {
 	return s.waitReady(ctx)
 }
 
-// Stop terminates the server gracefully (SIGTERM, then SIGKILL after 15s).
+// Stop terminates the server: SIGTERM, then SIGKILL after 5s. kube-apiserver does not end open
+// watches on SIGTERM (it waits for them), so with a watch open the SIGKILL is what ends them.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	p := s.proc
@@ -375,7 +376,7 @@ func (s *Server) Stop() error {
 	if p == nil {
 		return nil
 	}
-	return p.stop(15 * time.Second)
+	return p.stop(5 * time.Second)
 }
 
 // Kill kills the server at once (SIGKILL): its connections reset mid-stream.
