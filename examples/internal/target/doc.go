@@ -1,0 +1,4 @@
+// Package target gives the examples something to talk to: the cluster of a kubeconfig
+// when one is named, else an in-process demo server that keeps changing its ConfigMaps
+// and injecting faults, so that an example shows kretry at work with no cluster at all.
+package target
