@@ -1,0 +1,18 @@
+// Package e2e holds the end-to-end suite (build tag e2e, package e2e_test): a real
+// kube-apiserver v1.37.2 on etcd (internal/apiserver), reached through a loopback fault proxy
+// (internal/faultproxy), with a writer changing ConfigMaps, and a stock client-go ConfigMap
+// informer run twice per fault type: without kretry, and with
+// cfg.Wrap(transport.Wrapper(transport.Config{})).
+//
+// Two counting RoundTrippers measure each run: one below kretry sees every request on the wire,
+// one above it sees what the informer asked for. An "initial-state fetch" is a LIST or a
+// sendInitialEvents watch (client-go v0.37 informers start with a streaming list). Every run
+// must end with the informer's cache equal to the server's state; kretry runs must also show
+// the number of initial-state fetches the fault warrants (one, or two after a 410).
+//
+// Run it with `make e2e` (builds the binaries first), or:
+//
+//	KRETRY_E2E=1 go test -tags e2e -race -count=1 -timeout 30m ./e2e/...
+//
+// The figures table is logged by TestFigures and written to .apiserver/e2e-figures.txt.
+package e2e

@@ -1,0 +1,523 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kretry/kretry/internal/apiserver"
+	"github.com/kretry/kretry/internal/faultproxy"
+	"github.com/kretry/kretry/transport"
+)
+
+// Servers of the shared cluster.
+const (
+	serverA       = 0 // default flags: random cuts, failover primary, restart
+	serverLimited = 1 // request-limit mode: 429 bursts
+	serverC       = 2 // default flags: failover secondary, writer while A is down
+	serverLagging = 3 // reaches etcd through etcdProxy, which can stall it: 504 TooLarge
+)
+
+var (
+	clusterOnce sync.Once
+	cluster     *apiserver.Cluster
+	clusterErr  error
+	etcdProxy   *faultproxy.Proxy
+	etcdProxyMu sync.Mutex
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cluster != nil {
+		if err := cluster.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: close cluster:", err)
+			code = 1
+		}
+	}
+	if etcdProxy != nil {
+		etcdProxy.Close()
+	}
+	os.Exit(code)
+}
+
+// sharedCluster starts etcd and four kube-apiservers once for the whole suite.
+func sharedCluster(t *testing.T) *apiserver.Cluster {
+	t.Helper()
+	if _, err := apiserver.FindBinDir(); err != nil {
+		if os.Getenv(apiserver.E2EEnv) == "" {
+			t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
+		}
+		t.Fatal(err)
+	}
+	clusterOnce.Do(func() {
+		start := time.Now()
+		cluster, clusterErr = apiserver.Start(context.Background(), apiserver.Options{
+			Servers: []apiserver.ServerOptions{
+				{},
+				{ExtraFlags: apiserver.RequestLimitFlags},
+				{},
+				{EtcdVia: viaEtcdProxy},
+			},
+			ReadyTimeout: 120 * time.Second,
+		})
+		if clusterErr == nil {
+			fmt.Printf("e2e: cluster (etcd + 4 kube-apiservers) ready in %v\n", time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
+	}
+	return cluster
+}
+
+// viaEtcdProxy puts one fault proxy (created once, same port across restarts) in front of etcd.
+func viaEtcdProxy(etcdURL string) string {
+	etcdProxyMu.Lock()
+	defer etcdProxyMu.Unlock()
+	if etcdProxy == nil {
+		u, err := url.Parse(etcdURL)
+		if err != nil {
+			panic(err)
+		}
+		if etcdProxy, err = faultproxy.New(99, u.Host); err != nil {
+			panic(err)
+		}
+	}
+	return "http://" + etcdProxy.Addr()
+}
+
+// newProxy is a fault proxy in front of the given servers, closed with the test.
+func newProxy(t *testing.T, seed uint64, servers ...int) *faultproxy.Proxy {
+	t.Helper()
+	var addrs []string
+	for _, i := range servers {
+		addrs = append(addrs, cluster.Server(i).Addr())
+	}
+	p, err := faultproxy.New(seed, addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// counts are what one counting RoundTripper saw.
+type counts struct {
+	Requests    int   // every request (that got a response or an error)
+	Lists       int   // GET on a collection without watch
+	Watches     int   // watch=true without sendInitialEvents
+	WatchLists  int   // watch=true&sendInitialEvents=true
+	Errors      int   // requests that got no response
+	TooMany     int   // 429 answers
+	ServerError int   // 5xx answers
+	Bytes       int64 // response body bytes read
+	FetchesOK   int   // LISTs and watch-lists answered 200
+}
+
+// InitialFetches is what "initial-state fetch" means in the figures: LISTs + watch-lists.
+func (c counts) InitialFetches() int { return c.Lists + c.WatchLists }
+
+// counter is a counting http.RoundTripper; only requests under /api and /apis count.
+type counter struct {
+	mu   sync.Mutex
+	c    counts
+	next http.RoundTripper
+}
+
+func (c *counter) snapshot() counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c
+}
+
+func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
+	api := strings.HasPrefix(req.URL.Path, "/api")
+	if api {
+		q := req.URL.Query()
+		c.mu.Lock()
+		c.c.Requests++
+		switch {
+		case q.Get("watch") == "true" || q.Get("watch") == "1":
+			if q.Get("sendInitialEvents") == "true" {
+				c.c.WatchLists++
+			} else {
+				c.c.Watches++
+			}
+		case req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps"):
+			c.c.Lists++
+		}
+		c.mu.Unlock()
+	}
+	resp, err := c.next.RoundTrip(req)
+	if !api {
+		return resp, err
+	}
+	q := req.URL.Query()
+	fetch := q.Get("sendInitialEvents") == "true" ||
+		(q.Get("watch") == "" && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps"))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.c.Errors++
+		return resp, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK && fetch:
+		c.c.FetchesOK++
+	case resp.StatusCode == http.StatusTooManyRequests:
+		c.c.TooMany++
+	case resp.StatusCode >= 500:
+		c.c.ServerError++
+	}
+	resp.Body = &countingBody{ReadCloser: resp.Body, c: c}
+	return resp, nil
+}
+
+type countingBody struct {
+	io.ReadCloser
+	c *counter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.c.mu.Lock()
+	b.c.c.Bytes += int64(n)
+	b.c.mu.Unlock()
+	return n, err
+}
+
+// client is a config through addr for user, with a counter on the wire and one at the caller;
+// with kretry, kretry sits between the two.
+type client struct {
+	cfg           *rest.Config
+	wire, caller  *counter
+	kretry        bool
+	clientsetOnce sync.Once
+	clientset     *kubernetes.Clientset
+}
+
+func newClient(addr string, u apiserver.User, withKretry bool) *client {
+	c := &client{cfg: cluster.ConfigFor(addr, u), wire: &counter{}, caller: &counter{}, kretry: withKretry}
+	// Wrap order: the first wrapper is innermost (closest to TLS).
+	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.wire.next = rt; return c.wire })
+	if withKretry {
+		c.cfg.Wrap(transport.Wrapper(transport.Config{}))
+	}
+	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.caller.next = rt; return c.caller })
+	return c
+}
+
+func (c *client) kube() *kubernetes.Clientset {
+	c.clientsetOnce.Do(func() { c.clientset = kubernetes.NewForConfigOrDie(c.cfg) })
+	return c.clientset
+}
+
+// informer is a stock client-go SharedInformerFactory ConfigMap informer on one namespace.
+type informer struct {
+	informer cache.SharedIndexInformer
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startInformer(t *testing.T, c *client, ns string) *informer {
+	t.Helper()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.kube(), 0, informers.WithNamespace(ns))
+	inf := &informer{informer: factory.Core().V1().ConfigMaps().Informer(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(inf.done)
+		inf.informer.Run(inf.stop)
+	}()
+	t.Cleanup(inf.close)
+	return inf
+}
+
+func (inf *informer) close() {
+	select {
+	case <-inf.stop:
+	default:
+		close(inf.stop)
+	}
+	<-inf.done
+}
+
+// state is name -> resourceVersion.
+type state map[string]string
+
+func (s state) String() string {
+	names := make([]string, 0, len(s))
+	for n, rv := range s {
+		names = append(names, n+"@"+rv)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%d objects %v", len(s), names)
+}
+
+func (inf *informer) state() state {
+	s := state{}
+	for _, obj := range inf.informer.GetStore().List() {
+		cm := obj.(*corev1.ConfigMap)
+		s[cm.Name] = cm.ResourceVersion
+	}
+	return s
+}
+
+func serverState(ctx context.Context, server int, ns string) (state, error) {
+	cs := kubernetes.NewForConfigOrDie(cluster.Config(apiserver.Admin))
+	if server != 0 {
+		cs = kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(server).Addr(), apiserver.Admin))
+	}
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
+	if err != nil {
+		return nil, err
+	}
+	s := state{}
+	for _, cm := range list.Items {
+		s[cm.Name] = cm.ResourceVersion
+	}
+	return s, nil
+}
+
+// converge waits until the informer's cache equals the server's state; it returns how long it
+// took, or the last difference.
+func converge(ctx context.Context, inf *informer, server int, ns string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var last string
+	for time.Since(start) < timeout {
+		want, err := serverState(ctx, server, ns)
+		if err != nil {
+			last = err.Error()
+		} else if got := inf.state(); fmt.Sprint(got) == fmt.Sprint(want) {
+			return time.Since(start), nil
+		} else {
+			last = fmt.Sprintf("cache %v\nserver %v", got, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Since(start), errors.New("cache != server state after " + timeout.String() + ":\n" + last)
+}
+
+// namespace creates a namespace with n seeded ConfigMaps of about 1 KiB each.
+func namespace(t *testing.T, server int, name string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(server).Addr(), apiserver.Admin))
+	ns := fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
+}
+
+func configMap(name string, gen int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data:       map[string]string{"gen": fmt.Sprint(gen), "pad": strings.Repeat("x", 1000)},
+	}
+}
+
+// writer creates, updates and deletes ConfigMaps in a namespace at a steady pace, through one
+// server directly (never through the fault proxy).
+type writer struct {
+	server atomicInt
+	ns     string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	writes int
+	fails  int
+	lastRV string
+}
+
+type atomicInt struct {
+	mu sync.Mutex
+	v  int
+}
+
+func (a *atomicInt) get() int    { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
+func (a *atomicInt) set(v int)   { a.mu.Lock(); a.v = v; a.mu.Unlock() }
+func (w *writer) use(server int) { w.server.set(server) }
+
+func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *writer {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writer{ns: ns, cancel: cancel, done: make(chan struct{})}
+	w.server.set(server)
+	clients := map[int]kubernetes.Interface{}
+	go func() {
+		defer close(w.done)
+		rng := rand.New(rand.NewPCG(seed, seed))
+		gen := map[string]int{}
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			srv := w.server.get()
+			cs, ok := clients[srv]
+			if !ok {
+				cs = kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(srv).Addr(), apiserver.Admin))
+				clients[srv] = cs
+			}
+			name := fmt.Sprintf("w-%d", rng.IntN(12))
+			cms := cs.CoreV1().ConfigMaps(ns)
+			var err error
+			var rv string
+			_, exists := gen[name]
+			switch {
+			case !exists:
+				var cm *corev1.ConfigMap
+				if cm, err = cms.Create(ctx, configMap(name, 0), metav1.CreateOptions{}); err == nil {
+					gen[name], rv = 0, cm.ResourceVersion
+				}
+			case rng.IntN(5) == 0:
+				if err = cms.Delete(ctx, name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+					delete(gen, name)
+					err = nil
+				}
+			default:
+				var cm *corev1.ConfigMap
+				if cm, err = cms.Update(ctx, configMap(name, gen[name]+1), metav1.UpdateOptions{}); err == nil {
+					gen[name]++
+					rv = cm.ResourceVersion
+				}
+			}
+			w.mu.Lock()
+			if err != nil {
+				w.fails++
+				// An outcome we could not see (e.g. the server died mid-request): forget it, the
+				// next operation on the name re-learns its state.
+				if cm, gerr := cms.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+					gen[name] = atoiOr(cm.Data["gen"])
+				} else if apierrors.IsNotFound(gerr) {
+					delete(gen, name)
+				}
+			} else {
+				w.writes++
+				if rv != "" {
+					w.lastRV = rv
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func atoiOr(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+func (w *writer) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *writer) stats() (writes, fails int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes, w.fails
+}
+
+// figure is one row of the figures table.
+type figure struct {
+	Fault     string
+	Client    string
+	Caller    counts
+	Wire      counts
+	Writes    int
+	Converged bool
+	Converge  time.Duration
+	Note      string
+}
+
+var (
+	figuresMu sync.Mutex
+	figures   []figure
+)
+
+func record(f figure) {
+	figuresMu.Lock()
+	figures = append(figures, f)
+	figuresMu.Unlock()
+}
+
+func figuresTable() string {
+	figuresMu.Lock()
+	defer figuresMu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %-7s %7s %7s %6s %6s %6s %6s %5s %5s %5s %10s %6s %-13s %s\n",
+		"fault", "client", "fetches", "200s", "wire", "LIST", "WL", "WATCH", "429", "5xx", "err", "bytes", "writes", "cache=server", "note")
+	for _, f := range figures {
+		conv := "yes"
+		if !f.Converged {
+			conv = "NO"
+		}
+		fmt.Fprintf(&b, "%-14s %-7s %7d %7d %6d %6d %6d %6d %5d %5d %5d %10d %6d %-13s %s\n",
+			f.Fault, f.Client, f.Caller.InitialFetches(), f.Wire.FetchesOK, f.Wire.Requests, f.Wire.Lists, f.Wire.WatchLists, f.Wire.Watches,
+			f.Wire.TooMany, f.Wire.ServerError, f.Wire.Errors, f.Wire.Bytes, f.Writes, conv+" "+f.Converge.Round(100*time.Millisecond).String(), f.Note)
+	}
+	b.WriteString("fetches: initial-state fetches (LIST + sendInitialEvents watch) client-go sent, counted above kretry (for stock this\n" +
+		"  includes client-go's own 429/Retry-After retries); 200s: those the server answered 200 (the ones that cost a full list);\n" +
+		"wire, LIST, WL, WATCH: requests below kretry (what the server got); 429/5xx: answers; err: requests without a response;\n" +
+		"bytes: response body bytes on the wire; cache=server: informer cache equal to a consistent LIST at the end (time to converge).\n")
+	return b.String()
+}
+
+func writeFiguresFile() {
+	root, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(filepath.Dir(root), ".apiserver")
+	if os.MkdirAll(dir, 0o755) == nil {
+		os.WriteFile(filepath.Join(dir, "e2e-figures.txt"), []byte(figuresTable()), 0o644)
+	}
+}
+
+// stockAndKretry runs body once without and once with kretry.
+func stockAndKretry(t *testing.T, body func(t *testing.T, withKretry bool) figure) {
+	for _, withKretry := range []bool{false, true} {
+		name := "stock"
+		if withKretry {
+			name = "kretry"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := body(t, withKretry)
+			f.Client = name
+			record(f)
+			t.Logf("%s/%s: fetches=%d wire=%+v writes=%d converged=%v in %v %s", f.Fault, name,
+				f.Caller.InitialFetches(), f.Wire, f.Writes, f.Converged, f.Converge, f.Note)
+		})
+	}
+}
