@@ -498,3 +498,24 @@ func waitFor(t testing.TB, cond func() bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestStallTimeoutResumes(t *testing.T) {
+	ct := jsonStream
+	events, rvs := history(t, ct)
+	srv := newServer(t, ct, reply{body: events[0], hold: true}) // then silence
+	srv.next = resumeFrom(t, events, rvs)
+	h := newHarness(t, srv, func(c *watchretry.Config) { c.StallTimeout = 10 * time.Second })
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	collect(t, w, 1)
+	// The stream now waits for a byte with its stall timer armed.
+	waitFor(t, func() bool { return h.clock.PendingTimers() == 1 })
+	h.clock.Advance(10 * time.Second)
+	got := collect(t, w, 2)
+	w.Stop()
+	if want := wantHistory[1:]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if rv := srv.query(1).Get("resourceVersion"); rv != "101" {
+		t.Fatalf("resumed at %q, want 101", rv)
+	}
+}

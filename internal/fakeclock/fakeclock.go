@@ -95,3 +95,17 @@ func (c *Clock) Sleeps() []time.Duration {
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.sleeps...)
 }
+
+// PendingTimers returns how many AfterFunc callbacks are scheduled and
+// neither fired nor stopped.
+func (c *Clock) PendingTimers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
+}
