@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,9 +51,21 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if cluster != nil {
+		var pids []int
+		for _, s := range cluster.Servers() {
+			if pid := s.PID(); pid != 0 {
+				pids = append(pids, pid)
+			}
+		}
 		if err := cluster.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: close cluster:", err)
 			code = 1
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				fmt.Fprintf(os.Stderr, "e2e: kube-apiserver pid %d survived Close\n", pid)
+				code = 1
+			}
 		}
 	}
 	if etcdProxy != nil {
@@ -349,9 +362,10 @@ type writer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	writes int
-	fails  int
-	lastRV string
+	writes   int
+	fails    int
+	firstErr error
+	lastRV   string
 }
 
 type atomicInt struct {
@@ -412,6 +426,9 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 			w.mu.Lock()
 			if err != nil {
 				w.fails++
+				if w.firstErr == nil {
+					w.firstErr = err
+				}
 				// An outcome we could not see (e.g. the server died mid-request): forget it, the
 				// next operation on the name re-learns its state.
 				if cm, gerr := cms.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
@@ -443,10 +460,10 @@ func (w *writer) stop() {
 	<-w.done
 }
 
-func (w *writer) stats() (writes, fails int) {
+func (w *writer) stats() (writes, fails int, firstErr error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.writes, w.fails
+	return w.writes, w.fails, w.firstErr
 }
 
 // figure is one row of the figures table.

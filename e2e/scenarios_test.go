@@ -28,9 +28,10 @@ func finish(t *testing.T, fault string, c *client, inf *informer, w *writer, ser
 	if err != nil {
 		t.Errorf("%s: %v", fault, err)
 	}
-	writes, fails := w.stats()
+	writes, fails, firstErr := w.stats()
 	if fails > 0 {
 		note = fmt.Sprintf("%s; %d writes failed", note, fails)
+		t.Logf("writer: %d writes failed, first: %v", fails, firstErr)
 	}
 	return figure{Fault: fault, Caller: c.caller.snapshot(), Wire: c.wire.snapshot(), Writes: writes,
 		Converged: err == nil, Converge: d, Note: note}
@@ -60,6 +61,33 @@ func TestRandomCuts(t *testing.T) {
 		p.SetRule(faultproxy.Rule{})
 		f := finish(t, "random-cuts", c, inf, w, serverA, ns, fmt.Sprintf("%d cuts in 40s", p.Stats().Cuts))
 		wantFetches(t, withKretry, f, 1, "every cut is resumable from the last RV")
+		return f
+	})
+}
+
+// TestListBodyCuts: the informer starts with a LIST (watch-list off, see Test429Burst) of 60
+// ConfigMaps of 1 KiB, and its first three connections are cut after a seeded random 5-40 KB
+// of response bytes: mid-LIST body. Deterministic for a given seed: byte counts, not timing.
+func TestListBodyCuts(t *testing.T) {
+	sharedCluster(t)
+	prev := clientfeatures.FeatureGates()
+	clientfeatures.ReplaceFeatureGates(watchListGate{Gates: prev, enabled: false})
+	t.Cleanup(func() { clientfeatures.ReplaceFeatureGates(prev) })
+	stockAndKretry(t, func(t *testing.T, withKretry bool) figure {
+		ns := namespace(t, serverA, "listcuts", 60)
+		p := newProxy(t, 6, serverA)
+		p.SetRuleFunc(func(n int64) faultproxy.Rule {
+			if n <= 3 {
+				return faultproxy.Rule{CutAfterRandomBytes: faultproxy.ByteRange{Min: 5_000, Max: 40_000}}
+			}
+			return faultproxy.Rule{}
+		})
+		w := startWriter(t, serverA, ns, 6, 100*time.Millisecond)
+		c := newClient(p.Addr(), apiserver.Admin, withKretry)
+		inf := startInformer(t, c, ns)
+		time.Sleep(10 * time.Second)
+		f := finish(t, "list-body-cuts", c, inf, w, serverA, ns, fmt.Sprintf("first 3 connections cut mid-response, %d cuts", p.Stats().Cuts))
+		wantFetches(t, withKretry, f, 1, "a LIST broken mid-body is retried inside kretry")
 		return f
 	})
 }
