@@ -357,11 +357,11 @@ func configMap(name string, gen int) *corev1.ConfigMap {
 // writer creates, updates and deletes ConfigMaps in a namespace at a steady pace, through one
 // server directly (never through the fault proxy).
 type writer struct {
-	server atomicInt
-	ns     string
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
+	server   atomicInt
+	ns       string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
 	writes   int
 	fails    int
 	firstErr error
