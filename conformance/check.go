@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -192,12 +193,12 @@ func codeText(code int32) string {
 	return fmt.Sprintf("%d Status", code)
 }
 
-// shortErr is err's text without client-go's request-URL prefix.
+// replayedURL matches a URL of the replayed server in an error message.
+var replayedURL = regexp.MustCompile(`(?i)"?(get|post) "?` + regexp.QuoteMeta(baseURL) + `[^\s"]*"?:? ?`)
+
+// shortErr is err's text without the request URL that client-go or a transport put in.
 func shortErr(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, "\": "); i >= 0 && strings.Contains(s[:i], baseURL) {
-		s = s[i+3:]
-	}
+	s := replayedURL.ReplaceAllString(err.Error(), "")
 	if len(s) > 90 {
 		s = s[:90] + "…"
 	}

@@ -450,7 +450,7 @@ func (r *replay) checkWatchRequest(nth int, q url.Values) {
 	}
 	if !c.initialAllowed {
 		if sendsInitialState(q) {
-			r.problem(true, "WATCH #%d asks for the initial state again (%s): a relist", nth, shortQuery(q))
+			r.problem(true, "relist: WATCH #%d asks for the initial state again (%s)", nth, shortQuery(q))
 			return
 		}
 		if q.Has("resourceVersionMatch") {
@@ -509,7 +509,7 @@ func (r *replay) countInitialFetch(what string) {
 	n := r.initialFetches
 	r.mu.Unlock()
 	if n > 1 && r.sc.Outcome == Recover {
-		r.problem(true, "initial-state fetch #%d (%s): the caller relisted", n, what)
+		r.problem(true, "relist: initial-state fetch #%d (%s)", n, what)
 	}
 }
 
@@ -643,8 +643,8 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		}
 		cut := ex.Response
 		cut.Chunks, cut.EndError = cloneChunks(truncate(ex.Response.Chunks, at)), io.ErrUnexpectedEOF.Error()
-		resp = cut.HTTPResponse(req)
-		resp.Body = &errBody{ChunkReader: fixture.NewChunkReader(cut), end: io.ErrUnexpectedEOF}
+		resp = replayResponse(cut, req)
+		resp.Body = &lockedBody{body: &errBody{ChunkReader: fixture.NewChunkReader(cut), end: io.ErrUnexpectedEOF}}
 		answer(fmt.Sprintf("%d, cut at byte %d of %d", ex.Response.Status, at, len(body)))
 	} else {
 		answer(fmt.Sprintf("%d, %d bytes", ex.Response.Status, len(ex.Response.Body())))
@@ -657,7 +657,29 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 // fixture.ChunkReader consumes the slices it is given, and fixtures are shared by every run.
 func replayResponse(recorded fixture.Response, req *http.Request) *http.Response {
 	recorded.Chunks = cloneChunks(recorded.Chunks)
-	return recorded.HTTPResponse(req)
+	resp := recorded.HTTPResponse(req)
+	resp.Body = &lockedBody{body: resp.Body}
+	return resp
+}
+
+// lockedBody lets Close run concurrently with Read, as net/http's bodies do (a transport may
+// abandon a body from another goroutine); fixture.ChunkReader never blocks, so a lock is
+// enough.
+type lockedBody struct {
+	mu   sync.Mutex
+	body io.ReadCloser
+}
+
+func (b *lockedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.body.Read(p)
+}
+
+func (b *lockedBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.body.Close()
 }
 
 // errBody replays a recorded body, but ends with the exact error end (io.ErrUnexpectedEOF,
@@ -721,7 +743,7 @@ func (r *replay) statusResponse(req *http.Request, f Fault) *http.Response {
 	if f.RetryAfter > 0 {
 		header.Set("Retry-After", strconv.Itoa(f.RetryAfter))
 	}
-	return fixture.Response{Status: int(f.Code), Header: header, Chunks: [][]byte{body.Bytes()}}.HTTPResponse(req)
+	return replayResponse(fixture.Response{Status: int(f.Code), Header: header, Chunks: [][]byte{body.Bytes()}}, req)
 }
 
 func prefersProtobuf(accept string) bool {

@@ -61,9 +61,7 @@ func main() {
 	width := flag.Int("width", 44, "width of a verdict cell; longer reasons are cut")
 	flag.Parse()
 
-	// client-go's reflector logs every broken watch; the table is the output.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	silenceKlog()
 
 	scenarios := conformance.Scenarios()
 	if *run != "" {
@@ -161,6 +159,17 @@ func main() {
 	if kretryFailed {
 		os.Exit(1)
 	}
+}
+
+// silenceKlog sends klog nowhere: client-go logs every broken watch, and by default klog
+// writes errors to stderr whatever its output; the table is the command's output.
+func silenceKlog() {
+	flags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(flags)
+	_ = flags.Set("logtostderr", "false")
+	_ = flags.Set("alsologtostderr", "false")
+	_ = flags.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
 }
 
 // cut shortens s to width runes.
