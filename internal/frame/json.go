@@ -468,7 +468,13 @@ func (j *jsonScanner) keySlot(b []byte) uint8 {
 	if role == roleOther {
 		return slotNone
 	}
-	key := content(b, j.str, &j.scratch)
+	// An unescaped key compares as it is: invalid UTF-8, which decoding
+	// would turn into U+FFFD, matches none of the ASCII names either way.
+	key := b[j.str.start:j.str.end]
+	if j.str.flags&strEscaped != 0 {
+		key = appendUnquoted(j.scratch[:0], key)
+		j.scratch = key
+	}
 	switch role {
 	case roleEnvelope:
 		// type and object are matched exactly (sigs.k8s.io/json); apiVersion

@@ -39,10 +39,18 @@ func specialBytes(w uint64) uint64 {
 func scanStringBody(b []byte, i int, flags *uint8) (end, needMoreAt int, err error) {
 	full := b[:cap(b)]
 	for {
-		// indexSpecial, inlined: this loop is where a JSON scan spends its time.
-		for ; i+8 <= len(full); i += 8 {
-			if m := specialBytes(binary.LittleEndian.Uint64(full[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
+		// indexSpecial, inlined and unrolled: this loop is where a JSON scan
+		// spends its time.
+		for ; i+16 <= len(full); i += 16 {
+			w := full[i : i+16 : i+16]
+			m1 := specialBytes(binary.LittleEndian.Uint64(w))
+			m2 := specialBytes(binary.LittleEndian.Uint64(w[8:]))
+			if m1|m2 != 0 {
+				if m1 != 0 {
+					i += bits.TrailingZeros64(m1) >> 3
+				} else {
+					i += 8 + bits.TrailingZeros64(m2)>>3
+				}
 				goto found
 			}
 		}
