@@ -529,3 +529,23 @@ func TestZeroAllocsPerEvent(t *testing.T) {
 		}
 	}
 }
+
+// The string scan reads a buffer's spare capacity but must not believe it.
+func TestScanStringIgnoresSpareCapacity(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		buf := bytes.Repeat([]byte{'"'}, n+40)
+		for i := range n {
+			buf[i] = 'a'
+		}
+		b := buf[:n]
+		var flags uint8
+		end, resume, err := scanStringBody(b, 0, &flags)
+		if err != nil || end != -1 || resume != n {
+			t.Fatalf("len %d: end %d resume %d err %v; want to need more from %d", n, end, resume, err, n)
+		}
+		b = buf[:n+1]
+		if end, _, _ := scanStringBody(b, 0, &flags); end != n {
+			t.Fatalf("len %d: end %d; want %d", n+1, end, n)
+		}
+	}
+}
