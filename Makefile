@@ -33,7 +33,7 @@ fuzz:
 
 ## demo: the main job, an in-process API server under faults, stock vs kretry informers.
 demo:
-	$(GO) run ./cmd/kretry-demo
+	$(GO) run ./cmd/kretry-demo $(DEMOFLAGS)
 
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh

@@ -62,7 +62,7 @@ type clientResult struct {
 type result struct {
 	clients []clientResult // plain, kretry
 	real    bool           // against a real cluster
-	objects int
+	settle  time.Duration  // the bound on the final wait
 }
 
 // informerUnderTest is one side of the comparison.
@@ -220,10 +220,7 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		}
 	}
 
-	res := &result{real: server == nil}
-	if server != nil {
-		res.objects = len(server.State().Objects)
-	}
+	res := &result{real: server == nil, settle: opts.settle}
 	for i, side := range sides {
 		c := clientResult{
 			name:       side.name,
@@ -263,8 +260,9 @@ func progressLine(elapsed time.Duration, server *demoserver.Server, sides []*inf
 		} else {
 			fetches, requests = side.counter.fetches.Load(), side.counter.requests.Load()
 		}
-		line += fmt.Sprintf("  | %s: %2d fetches %4d req %3d faults", side.name, fetches, requests, faults)
+		line += fmt.Sprintf("  | %s: %2d fetches %4d req", side.name, fetches, requests)
 		if server != nil {
+			line += fmt.Sprintf(" %3d faults", faults)
 			lag := "-"
 			if rv, err := strconv.ParseUint(side.informer.LastSyncResourceVersion(), 10, 64); err == nil {
 				lag = strconv.FormatUint(current-min(rv, current), 10)

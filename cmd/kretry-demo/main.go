@@ -4,7 +4,7 @@
 // side by side (one plain, one with kretry), prints a progress line a second and ends with a
 // table: full-state fetches, requests, bytes, events, cache == server, time to recover.
 //
-//	go run ./cmd/kretry-demo                      # 40s, default seed, ~1 min in all
+//	go run ./cmd/kretry-demo                      # 30s + at most 15s to settle
 //	go run ./cmd/kretry-demo --fault-rate 2 --duration 20s
 //	go run ./cmd/kretry-demo --kubeconfig ~/.kube/config --namespace kube-system
 //
@@ -30,9 +30,9 @@ const defaultSeed = 86
 
 func main() {
 	var opts options
-	flag.DurationVar(&opts.duration, "duration", 40*time.Second, "how long the writer and the faults run")
+	flag.DurationVar(&opts.duration, "duration", 30*time.Second, "how long the writer and the faults run")
 	flag.DurationVar(&opts.settle, "settle", 15*time.Second, "how long the caches may take to match the server at the end")
-	flag.IntVar(&opts.objects, "objects", 100, "ConfigMaps in the demo collection")
+	flag.IntVar(&opts.objects, "objects", 500, "ConfigMaps in the demo collection")
 	flag.Float64Var(&opts.faultRate, "fault-rate", 0.5, "fault scenarios per second per client")
 	flag.Uint64Var(&opts.seed, "seed", defaultSeed, "seed of the writer and the fault schedule")
 	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "watch a real cluster with this kubeconfig instead (read-only, no faults)")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,44 @@ func TestRecoveryTracker(t *testing.T) {
 	tr.observe(at.Add(5*time.Second), "20")
 	if got := tr.stats(); got.count != 2 || got.max != 4*time.Second || got.mean != 3*time.Second || got.unrecovered != 0 {
 		t.Fatalf("after both: %+v", got)
+	}
+}
+
+// TestDemoKubeconfig runs the --kubeconfig mode, pointed at a quiet demo server: both
+// informers list once, count on the client side, and end equal to a fresh LIST.
+func TestDemoKubeconfig(t *testing.T) {
+	server := demoserver.Start(demoserver.Config{Objects: 20, WriteInterval: -1})
+	defer server.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: demo, cluster: {server: "`+server.URL()+`"}}]
+users: [{name: demo, user: {}}]
+contexts: [{name: demo, context: {cluster: demo, user: demo, namespace: `+server.Namespace()+`}}]
+current-context: demo
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range 5 {
+			server.Step()
+		}
+	}()
+
+	var out bytes.Buffer
+	res, err := run(t.Context(), options{duration: 2 * time.Second, settle: 30 * time.Second, kubeconfig: kubeconfig}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printTable(&out, res)
+	t.Log("\n" + out.String())
+	for _, c := range res.clients {
+		if c.fetches != 1 || !c.consistent || c.requests == 0 || c.bytes == 0 {
+			t.Errorf("%s: %+v; want one fetch and cache == server", c.name, c)
+		}
+	}
+	if strings.Contains(out.String(), "faults injected") {
+		t.Error("the table reports faults for a real cluster")
 	}
 }

@@ -37,7 +37,7 @@ func printTable(out io.Writer, res *result) {
 	})
 	row("cache == server", func(c clientResult) string {
 		if !c.consistent {
-			return "no"
+			return fmt.Sprintf("no (after %s)", roundDuration(res.settle))
 		}
 		return fmt.Sprintf("yes (%s)", roundDuration(c.settledIn))
 	})

@@ -119,6 +119,7 @@ func (s *Server) serveList(w http.ResponseWriter, cd codec, c *client, query url
 	list.Items = make([]corev1.ConfigMap, len(objects))
 	for i, obj := range objects {
 		list.Items[i] = *obj
+		list.Items[i].TypeMeta = metav1.TypeMeta{} // list items carry no kind, as from kube-apiserver
 	}
 	if query.Get("continue") == "" {
 		c.stats.lists.Add(1)

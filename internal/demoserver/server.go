@@ -369,8 +369,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// route matches /api/v1/configmaps, /api/v1/namespaces/{ns}/configmaps[/{name}] and the
-// legacy /api/v1/watch/... forms are not served.
+// route matches /api/v1/configmaps and /api/v1/namespaces/{ns}/configmaps[/{name}] for
+// the server's namespace. The legacy /api/v1/watch/... paths are not served.
 func (s *Server) route(path string) (name string, isCollection, found bool) {
 	if path == "/api/v1/configmaps" {
 		return "", true, true

@@ -172,8 +172,9 @@ func (s *store) since(rv uint64, limit int) ([]change, uint64, <-chan struct{}) 
 	return s.history[i:end], s.rv, s.changed
 }
 
-// snapshot returns the objects as of rv, sorted by name, and the floor. rv must not be
-// newer than the current RV.
+// snapshot returns the objects as of rv, sorted by name: the current state for the
+// current RV (or newer), else the base state replayed up to rv. Callers check rv against
+// the floor first.
 func (s *store) snapshot(rv uint64) []*corev1.ConfigMap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
