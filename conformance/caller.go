@@ -35,7 +35,7 @@ type observation struct {
 	// items are the LIST items (name and resourceVersion) the caller got.
 	items []Event
 	// notes are an Informer's handler notifications, in order.
-	notes []Event
+	notes []notification
 	// aborted: the server saw a violation and ended the run; timedOut: the run hit its
 	// deadline before the caller was done.
 	aborted, timedOut bool
@@ -243,13 +243,12 @@ func (r *replay) informer(ctx context.Context, cs *kubernetes.Clientset) observa
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		ev := Event{Type: typ}
+		n := notification{Event: Event{Type: typ}, initial: initial}
 		if m, err := meta.Accessor(obj); err == nil {
-			ev.Name, ev.ResourceVersion = m.GetName(), m.GetResourceVersion()
+			n.Name, n.ResourceVersion = m.GetName(), m.GetResourceVersion()
 		}
-		ev.InitialEventsEnd = initial // for notes: part of the initial list
 		mu.Lock()
-		obs.notes = append(obs.notes, ev)
+		obs.notes = append(obs.notes, n)
 		mu.Unlock()
 		select {
 		case arrived <- struct{}{}:
@@ -304,20 +303,35 @@ func (r *replay) informer(ctx context.Context, cs *kubernetes.Clientset) observa
 func snapshot(mu *sync.Mutex, obs observation) observation {
 	mu.Lock()
 	defer mu.Unlock()
-	obs.notes = append([]Event(nil), obs.notes...)
+	obs.notes = append([]notification(nil), obs.notes...)
 	return obs
+}
+
+// notification is one call of an informer's event handler: the event type it stands for
+// (ADDED for OnAdd, MODIFIED for OnUpdate, DELETED for OnDelete) and the object.
+type notification struct {
+	Event
+	// initial is OnAdd's isInInitialList.
+	initial bool
+}
+
+// String is the compact form used in failure messages.
+func (n notification) String() string {
+	s := fmt.Sprintf("%s %s@%s", n.Type, n.Name, n.ResourceVersion)
+	if n.initial {
+		s += " (initial list)"
+	}
+	return s
 }
 
 // expectedNotes are the notifications an informer's handler gets from the recorded
 // watch: an add for each object of the initial state, then one per later event.
-func (r *replay) expectedNotes() []Event {
-	var notes []Event
+func (r *replay) expectedNotes() []notification {
+	var notes []notification
 	for _, f := range r.watch.frames {
 		switch f.event.Type {
 		case "ADDED", "MODIFIED", "DELETED":
-			ev := f.event
-			ev.InitialEventsEnd = f.initial
-			notes = append(notes, ev)
+			notes = append(notes, notification{Event: f.event, initial: f.initial})
 		}
 	}
 	return notes

@@ -132,38 +132,30 @@ func (r *replay) checkInformer(obs observation) string {
 	want := r.expectedNotes()
 	got := obs.notes
 	initial := 0
-	for initial < len(want) && want[initial].InitialEventsEnd {
+	for initial < len(want) && want[initial].initial {
 		initial++
 	}
-	sortHead := func(evs []Event) []Event {
-		evs = slices.Clone(evs)
-		head := evs[:min(initial, len(evs))]
-		slices.SortFunc(head, func(a, b Event) int { return strings.Compare(a.Name, b.Name) })
-		return evs
+	sortHead := func(notes []notification) []notification {
+		notes = slices.Clone(notes)
+		head := notes[:min(initial, len(notes))]
+		slices.SortFunc(head, func(a, b notification) int { return strings.Compare(a.Name, b.Name) })
+		return notes
 	}
 	got, want = sortHead(got), sortHead(want)
 	for i := range max(len(got), len(want)) {
 		switch {
 		case i >= len(got):
 			if obs.timedOut {
-				return fmt.Sprintf("timed out after %d of %d notifications; missing %s", len(got), len(want), note(want[i]))
+				return fmt.Sprintf("timed out after %d of %d notifications; missing %s", len(got), len(want), want[i])
 			}
-			return fmt.Sprintf("got %d of %d notifications; missing %s", len(got), len(want), note(want[i]))
+			return fmt.Sprintf("got %d of %d notifications; missing %s", len(got), len(want), want[i])
 		case i >= len(want):
-			return fmt.Sprintf("extra notification after all %d: %s", len(want), note(got[i]))
+			return fmt.Sprintf("extra notification after all %d: %s", len(want), got[i])
 		case got[i] != want[i]:
-			return fmt.Sprintf("notification %d is %s, want %s", i+1, note(got[i]), note(want[i]))
+			return fmt.Sprintf("notification %d is %s, want %s", i+1, got[i], want[i])
 		}
 	}
 	return ""
-}
-
-func note(ev Event) string {
-	s := fmt.Sprintf("%s %s@%s", ev.Type, ev.Name, ev.ResourceVersion)
-	if ev.InitialEventsEnd {
-		s += " (initial list)"
-	}
-	return s
 }
 
 // checkStatus checks that a call failed with the server's Status of code, or, for code 0,

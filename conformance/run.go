@@ -22,6 +22,10 @@ import (
 // few seconds; one that hangs fails at the deadline.
 const DefaultTimeout = 15 * time.Second
 
+// bodyCloseGrace is how long the client side has, once the caller is done and its context
+// has ended, to close every response body it got.
+const bodyCloseGrace = 2 * time.Second
+
 // Options tunes a suite run; the zero Options runs every scenario on the recorded fixtures.
 type Options struct {
 	// Fixtures holds the recorded files, <name>.json; nil means the fixtures recorded into
@@ -160,6 +164,13 @@ func evaluate(sc Scenario, wrap func(http.RoundTripper) http.RoundTripper, fixtu
 	obs := r.call(ctx, cs)
 	cancel()
 	res.Reason = r.verdict(obs)
+	if res.Reason == "" {
+		// With the caller done and its context ended, every body must get closed: one
+		// that is not holds a connection forever.
+		if open := r.unclosedBody(bodyCloseGrace); open != "" {
+			res.Reason = fmt.Sprintf("the response body of %s was never closed", open)
+		}
+	}
 	res.Passed = res.Reason == ""
 	r.mu.Lock()
 	res.Requests = append([]string(nil), r.log...)

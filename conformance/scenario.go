@@ -3,7 +3,6 @@ package conformance
 import (
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Caller is how real client-go uses the replayed server in a scenario.
@@ -117,6 +116,7 @@ const Half = -1
 
 // Fault is one thing that goes wrong while a scenario is replayed.
 type Fault struct {
+	// Kind is what goes wrong.
 	Kind FaultKind
 	// On is the kind of request the fault hits, and Nth which one of that kind (0 is the
 	// first), counting retries: a fault on WatchRequest 1 hits whatever watch request the
@@ -205,13 +205,10 @@ type Scenario struct {
 	Caller Caller
 	// Faults are applied in the replay; at most one hits any one request.
 	Faults []Fault
-	// Outcome is what a correct transport makes of the faults, Code the status the caller
-	// must get for Deliver.
+	// Outcome is what a correct transport makes of the faults.
 	Outcome Outcome
-	Code    int32
-	// MinWait is the least time a correct transport waits before it resumes the watch (the
-	// server asked for it with retryAfterSeconds); the resume's timeoutSeconds must show it.
-	MinWait time.Duration
+	// Code is, for Deliver, the status the caller must get (0: the connection error itself).
+	Code int32
 	// Why says in one line what the scenario shows.
 	Why string
 }
