@@ -23,8 +23,8 @@ import (
 const DefaultTimeout = 15 * time.Second
 
 // bodyCloseGrace is how long the client side has, once the caller is done and its context
-// has ended, to close every response body it got.
-const bodyCloseGrace = 2 * time.Second
+// has ended, to close every response body it got. A variable for the suite's own tests.
+var bodyCloseGrace = 2 * time.Second
 
 // Options tunes a suite run; the zero Options runs every scenario on the recorded fixtures.
 type Options struct {

@@ -164,15 +164,15 @@ func (f Fault) String() string {
 			}
 			return fmt.Sprintf("cut at byte %d of %s", f.Into, target)
 		}
-		return fmt.Sprintf("cut %s after %d frames of %s", into(), f.Frame, target)
+		return fmt.Sprintf("cut %s after %s of %s", into(), plural(f.Frame, "frame"), target)
 	case Close:
-		return fmt.Sprintf("clean close after %d frames of %s", f.Frame, target)
+		return fmt.Sprintf("clean close after %s of %s", plural(f.Frame, "frame"), target)
 	case ErrorEvent:
 		ra := ""
 		if f.RetryAfter > 0 {
 			ra = fmt.Sprintf(" retryAfterSeconds=%d", f.RetryAfter)
 		}
-		return fmt.Sprintf("ERROR event %d%s after %d frames of %s", f.Code, ra, f.Frame, target)
+		return fmt.Sprintf("ERROR event %d%s after %s of %s", f.Code, ra, plural(f.Frame, "frame"), target)
 	case Status:
 		what := fmt.Sprintf("%d", f.Code)
 		if f.Recorded != "" {
@@ -236,4 +236,12 @@ func (s Scenario) describeFaults() string {
 		parts[i] = f.String()
 	}
 	return strings.Join(parts, "; ")
+}
+
+// plural renders a count of things: "1 frame", "2 frames".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

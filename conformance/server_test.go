@@ -319,3 +319,27 @@ func TestNaiveResumerFails(t *testing.T) {
 		}
 	}
 }
+
+// leakyRetrier retries a 503 once and forgets to close the body it abandons.
+type leakyRetrier struct{ next http.RoundTripper }
+
+func (l leakyRetrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		return l.next.RoundTrip(req)
+	}
+	return resp, err
+}
+
+// TestLeakedBodyFails: a body the client side never closes holds a connection forever.
+func TestLeakedBodyFails(t *testing.T) {
+	defer func(grace time.Duration) { bodyCloseGrace = grace }(bodyCloseGrace)
+	bodyCloseGrace = 50 * time.Millisecond
+	wrap := func(next http.RoundTripper) http.RoundTripper { return leakyRetrier{next} }
+	for _, name := range []string{"watch-json/establish-503", "list-paged/503"} {
+		res := EvaluateWith(wrap, Options{Scenarios: []Scenario{scenarioNamed(t, name)}})[0]
+		if want := "was never closed"; res.Passed || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: %s, want a failure saying %q", name, res.Verdict(), want)
+		}
+	}
+}

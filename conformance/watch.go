@@ -304,9 +304,9 @@ func (r *replay) watchResponse(req *http.Request, q url.Values, f Fault, faulted
 		body.chunks = cloneChunks(chunks)
 		if n := len(frames); n > 0 && frames[n-1].event.Type == "ERROR" {
 			body.end = io.EOF
-			answer(fmt.Sprintf("200, %d frames, ends after the ERROR", n))
+			answer(fmt.Sprintf("200, %s, ends after the ERROR", plural(n, "frame")))
 		} else {
-			answer(fmt.Sprintf("200, %d frames, then held open", n))
+			answer(fmt.Sprintf("200, %s, then held open", plural(n, "frame")))
 		}
 	default:
 		if f.Frame > len(frames) {
@@ -326,10 +326,10 @@ func (r *replay) watchResponse(req *http.Request, q url.Values, f Fault, faulted
 				into = len(frames[f.Frame].raw) / 2
 			}
 			body.chunks, body.end = cloneChunks(truncate(chunks, offset+into)), io.ErrUnexpectedEOF
-			answer(fmt.Sprintf("200, %d frames, cut at byte %d", f.Frame, offset+into))
+			answer(fmt.Sprintf("200, %s, cut at byte %d", plural(f.Frame, "frame"), offset+into))
 		case Close:
 			body.chunks, body.end = cloneChunks(truncate(chunks, offset)), io.EOF
-			answer(fmt.Sprintf("200, %d frames, clean close at byte %d", f.Frame, offset))
+			answer(fmt.Sprintf("200, %s, clean close at byte %d", plural(f.Frame, "frame"), offset))
 		case ErrorEvent:
 			st := statusFor(f.Code, r.resource, f.RetryAfter)
 			frame, err := errorFrame(st, w.enc)
@@ -337,7 +337,7 @@ func (r *replay) watchResponse(req *http.Request, q url.Values, f Fault, faulted
 				return nil, err
 			}
 			body.chunks, body.end = append(cloneChunks(truncate(chunks, offset)), frame), io.EOF
-			answer(fmt.Sprintf("200, %d frames, ERROR %d, end", f.Frame, f.Code))
+			answer(fmt.Sprintf("200, %s, ERROR %d, end", plural(f.Frame, "frame"), f.Code))
 		}
 	}
 
