@@ -365,7 +365,6 @@ type writer struct {
 	writes   int
 	fails    int
 	firstErr error
-	lastRV   string
 }
 
 type atomicInt struct {
@@ -373,9 +372,8 @@ type atomicInt struct {
 	v  int
 }
 
-func (a *atomicInt) get() int    { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
-func (a *atomicInt) set(v int)   { a.mu.Lock(); a.v = v; a.mu.Unlock() }
-func (w *writer) use(server int) { w.server.set(server) }
+func (a *atomicInt) get() int  { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
+func (a *atomicInt) set(v int) { a.mu.Lock(); a.v = v; a.mu.Unlock() }
 
 func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -403,13 +401,11 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 			name := fmt.Sprintf("w-%d", rng.IntN(12))
 			cms := cs.CoreV1().ConfigMaps(ns)
 			var err error
-			var rv string
 			_, exists := gen[name]
 			switch {
 			case !exists:
-				var cm *corev1.ConfigMap
-				if cm, err = cms.Create(ctx, configMap(name, 0), metav1.CreateOptions{}); err == nil {
-					gen[name], rv = 0, cm.ResourceVersion
+				if _, err = cms.Create(ctx, configMap(name, 0), metav1.CreateOptions{}); err == nil {
+					gen[name] = 0
 				}
 			case rng.IntN(5) == 0:
 				if err = cms.Delete(ctx, name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
@@ -417,10 +413,8 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 					err = nil
 				}
 			default:
-				var cm *corev1.ConfigMap
-				if cm, err = cms.Update(ctx, configMap(name, gen[name]+1), metav1.UpdateOptions{}); err == nil {
+				if _, err = cms.Update(ctx, configMap(name, gen[name]+1), metav1.UpdateOptions{}); err == nil {
 					gen[name]++
-					rv = cm.ResourceVersion
 				}
 			}
 			w.mu.Lock()
@@ -438,9 +432,6 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 				}
 			} else {
 				w.writes++
-				if rv != "" {
-					w.lastRV = rv
-				}
 			}
 			w.mu.Unlock()
 		}
