@@ -357,7 +357,7 @@ func configMap(name string, gen int) *corev1.ConfigMap {
 // writer creates, updates and deletes ConfigMaps in a namespace at a steady pace, through one
 // server directly (never through the fault proxy).
 type writer struct {
-	server   atomicInt
+	server   int
 	ns       string
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -367,18 +367,9 @@ type writer struct {
 	firstErr error
 }
 
-type atomicInt struct {
-	mu sync.Mutex
-	v  int
-}
-
-func (a *atomicInt) get() int  { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
-func (a *atomicInt) set(v int) { a.mu.Lock(); a.v = v; a.mu.Unlock() }
-
 func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{ns: ns, cancel: cancel, done: make(chan struct{})}
-	w.server.set(server)
+	w := &writer{server: server, ns: ns, cancel: cancel, done: make(chan struct{})}
 	clients := map[int]kubernetes.Interface{}
 	go func() {
 		defer close(w.done)
@@ -392,7 +383,7 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 				return
 			case <-tick.C:
 			}
-			srv := w.server.get()
+			srv := w.server
 			cs, ok := clients[srv]
 			if !ok {
 				cs = kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(srv).Addr(), apiserver.Admin))
