@@ -140,27 +140,11 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	defer stopInformers()
 	var sides []*informerUnderTest
 	for _, name := range []string{plainName, kretryName} {
-		side := &informerUnderTest{name: name, counter: &countingTransport{}, recovery: trackers[name]}
-		cfg := base(name)
-		cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { side.counter.next = next; return side.counter })
-		if name == kretryName {
-			cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(policy.Retry) { side.retries.Add(1) }}))
-		}
-		clientset, err := kubernetes.NewForConfig(cfg)
+		side, err := startInformer(informerCtx, name, base(name), opts.namespace)
 		if err != nil {
 			return nil, err
 		}
-		side.factory = informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithNamespace(opts.namespace))
-		side.informer = side.factory.Core().V1().ConfigMaps().Informer()
-		count := func(any) { side.events.Add(1) }
-		if _, err := side.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    count,
-			UpdateFunc: func(_, obj any) { count(obj) },
-			DeleteFunc: count,
-		}); err != nil {
-			return nil, err
-		}
-		side.factory.Start(informerCtx.Done())
+		side.recovery = trackers[name]
 		sides = append(sides, side)
 	}
 	defer func() {
@@ -195,30 +179,7 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		server.StopFaults()
 		server.StopWriter()
 	}
-	settleStart := time.Now()
-	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), opts.settle)
-	defer cancelSettle()
-	settled := make([]time.Duration, len(sides))
-	consistent := make([]bool, len(sides))
-	for remaining := len(sides); remaining > 0 && settleCtx.Err() == nil; {
-		want, err := state(settleCtx)
-		if err == nil {
-			for i, side := range sides {
-				if consistent[i] {
-					continue
-				}
-				side.recovery.observe(time.Now(), side.informer.LastSyncResourceVersion())
-				if side.informer.HasSynced() && equalState(cacheState(side.informer), want) {
-					consistent[i], settled[i] = true, time.Since(settleStart)
-					remaining--
-				}
-			}
-		}
-		select {
-		case <-settleCtx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	settled, consistent := settle(ctx, opts.settle, state, sides)
 
 	res := &result{real: server == nil, settle: opts.settle}
 	for i, side := range sides {
@@ -240,6 +201,63 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		res.clients = append(res.clients, c)
 	}
 	return res, nil
+}
+
+// startInformer starts one side: a SharedInformerFactory ConfigMap informer on cfg, with
+// kretry's transport for the kretry side, and a counting transport below everything.
+func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace string) (*informerUnderTest, error) {
+	side := &informerUnderTest{name: name, counter: &countingTransport{}}
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { side.counter.next = next; return side.counter })
+	if name == kretryName {
+		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(policy.Retry) { side.retries.Add(1) }}))
+	}
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	side.factory = informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithNamespace(namespace))
+	side.informer = side.factory.Core().V1().ConfigMaps().Informer()
+	count := func(any) { side.events.Add(1) }
+	if _, err := side.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    count,
+		UpdateFunc: func(_, obj any) { count(obj) },
+		DeleteFunc: count,
+	}); err != nil {
+		return nil, err
+	}
+	side.factory.Start(ctx.Done())
+	return side, nil
+}
+
+// settle waits, at most bound, until every side's cache equals the server's state, and
+// returns how long each took and whether it got there. It goes on for the bound even when
+// ctx has ended (an interrupted run still gets its table).
+func settle(ctx context.Context, bound time.Duration, state func(context.Context) (map[string]demoserver.Object, error),
+	sides []*informerUnderTest) (settled []time.Duration, consistent []bool) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	settled = make([]time.Duration, len(sides))
+	consistent = make([]bool, len(sides))
+	for remaining := len(sides); remaining > 0 && ctx.Err() == nil; {
+		if want, err := state(ctx); err == nil {
+			for i, side := range sides {
+				if consistent[i] {
+					continue
+				}
+				side.recovery.observe(time.Now(), side.informer.LastSyncResourceVersion())
+				if side.informer.HasSynced() && equalState(cacheState(side.informer), want) {
+					consistent[i], settled[i] = true, time.Since(start)
+					remaining--
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return settled, consistent
 }
 
 // progressLine is the once-a-second status: per client, the full-state fetches, requests,

@@ -33,7 +33,7 @@ func main() {
 	flag.DurationVar(&opts.duration, "duration", 30*time.Second, "how long the writer and the faults run")
 	flag.DurationVar(&opts.settle, "settle", 15*time.Second, "how long the caches may take to match the server at the end")
 	flag.IntVar(&opts.objects, "objects", 500, "ConfigMaps in the demo collection")
-	flag.Float64Var(&opts.faultRate, "fault-rate", 0.5, "fault scenarios per second per client")
+	flag.Float64Var(&opts.faultRate, "fault-rate", 0.5, "fault scenarios per second per client, each once it has recovered from the last")
 	flag.Uint64Var(&opts.seed, "seed", defaultSeed, "seed of the writer and the fault schedule")
 	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "watch a real cluster with this kubeconfig instead (read-only, no faults)")
 	flag.StringVar(&opts.namespace, "namespace", "", `with --kubeconfig: the namespace to watch ("all" for every one; default the context's)`)
@@ -45,6 +45,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the first ^C ends the run (the table still comes); a second one kills
+	}()
 	res, err := run(ctx, opts, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kretry-demo:", err)

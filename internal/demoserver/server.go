@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,11 +196,7 @@ func (s *Server) Step() string { return strconv.FormatUint(s.store.step(), 10) }
 // Compact moves the history floor to the current RV: watches from older RVs and continue
 // tokens issued before now get 410 Expired.
 func (s *Server) Compact() string {
-	current, _ := s.store.versions()
-	s.store.mu.Lock()
-	s.store.floor = current
-	s.store.mu.Unlock()
-	return strconv.FormatUint(current, 10)
+	return strconv.FormatUint(s.store.compactNow(), 10)
 }
 
 // InjectFault arms one fault scenario for the client with that User-Agent at its next
@@ -209,18 +204,6 @@ func (s *Server) Compact() string {
 // state), whatever the fault rate.
 func (s *Server) InjectFault(userAgent string, kind FaultKind) {
 	s.client(userAgent).schedule.inject(kind)
-}
-
-// Clients lists the User-Agents seen so far, sorted.
-func (s *Server) Clients() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.clients))
-	for name := range s.clients {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // Stats returns the counts for the client with that User-Agent (zero if never seen).

@@ -162,6 +162,14 @@ func (s *store) compact(upTo uint64) uint64 {
 	return s.floor
 }
 
+// compactNow raises the floor to the current RV and returns it.
+func (s *store) compactNow() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.floor = s.rv
+	return s.floor
+}
+
 // since returns the changes after rv (at most limit), the current RV and the channel that
 // is closed on the next write.
 func (s *store) since(rv uint64, limit int) ([]change, uint64, <-chan struct{}) {
