@@ -136,7 +136,8 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		fmt.Fprintf(out, "watching ConfigMaps in %s of %s (read-only, no fault injection)\n", namespaceLabel(namespace), cfg.Host)
 	}
 
-	informerCtx, stopInformers := context.WithCancel(ctx)
+	// The informers outlive an interrupted run until the settle wait is over.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInformers()
 	var sides []*informerUnderTest
 	for _, name := range []string{plainName, kretryName} {
