@@ -86,6 +86,9 @@ func (t *Tracker) Break() Decision {
 func (t *Tracker) Progress() {
 	t.firstFailure = time.Time{}
 	t.firstThrottle = time.Time{}
+	// The backoff starts over too: a new run of failures gets a whole window,
+	// and a backoff left at its cap would spend that window in one wait.
+	t.steps = 0
 	t.progressed = true
 }
 

@@ -232,14 +232,14 @@ func TestWindowIsMeasuredFromFirstFailureSinceProgress(t *testing.T) {
 	}
 }
 
-func TestProgressKeepsBackoffGrowth(t *testing.T) {
-	// Progress ends a run of failures but does not reset the backoff: only
-	// BackoffReset of quiet does, as in client-go.
+func TestProgressRestartsBackoff(t *testing.T) {
+	// Progress ends a run of failures and starts the backoff over, so that
+	// the next run is not spent in one capped wait.
 	tracker, clock := newTracker(policy.Config{}, 0)
-	waitsUntilGiveUp(tracker, clock, serverError, 2) // 0.8, 1.6
+	waitsUntilGiveUp(tracker, clock, serverError, 6) // 0.8 ... 25.6 → capped
 	tracker.Progress()
-	if got := tracker.Decide(serverError).Wait; got != 3200*time.Millisecond {
-		t.Errorf("wait after progress = %v, want 3.2s", got)
+	if got := tracker.Decide(serverError).Wait; got != 800*time.Millisecond {
+		t.Errorf("wait after progress = %v, want 800ms", got)
 	}
 }
 
@@ -337,8 +337,8 @@ func TestBreak(t *testing.T) {
 	step(800 * time.Millisecond)
 	step(1600 * time.Millisecond)
 	tracker.Progress()
-	step(0) // first break after progress: immediate
-	step(3200 * time.Millisecond)
+	step(0)                      // first break after progress: immediate
+	step(800 * time.Millisecond) // then the backoff, started over by the progress
 
 	// Breaks are unbounded and never open the InternalError window: far
 	// past 5s of breaks, a 5xx still gets its whole window.
