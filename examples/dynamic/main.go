@@ -10,11 +10,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,28 +29,7 @@ import (
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 func main() {
-	var flags target.Flags
-	flags.Register(flag.CommandLine)
-	duration := flag.Duration("duration", 0, "stop after this long (0: run until interrupted)")
-	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
-	}
-	t, err := target.Open(flags, "kretry-example-dynamic", os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	defer t.Close()
-	if _, err := run(ctx, t.Config, t.Namespace, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	target.Main("dynamic", run)
 }
 
 // summary is what a run ended with.

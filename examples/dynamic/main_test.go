@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"maps"
 	"testing"
 	"time"
 
+	"github.com/kretry/kretry/examples/internal/targettest"
 	"github.com/kretry/kretry/internal/demoserver"
 )
 
@@ -14,37 +13,12 @@ import (
 // and checks that the mirror ends equal to the server's state, with a LIST only at the
 // start and after each 410.
 func TestRun(t *testing.T) {
-	server := demoserver.Start(demoserver.Config{Objects: 120, FaultRate: 2, Seed: 5})
-	defer server.Close()
+	server := targettest.StartServer(t, demoserver.Config{Objects: 120, FaultRate: 2, Seed: 5})
 	const userAgent = "dynamic-example-test"
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan summary, 1)
-	var out bytes.Buffer
-	go func() {
-		got, err := run(ctx, server.RESTConfig(userAgent), server.Namespace(), &out)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- got
-	}()
-
-	time.Sleep(3 * time.Second) // let faults happen; nothing below depends on how many
-	server.StopFaults()
-	server.StopWriter()
-	// A bookmark is sent only to a watch that has every change; the second one counted
-	// after the writer stopped was computed after its last change.
-	bookmarks := server.Stats(userAgent).Bookmarks
-	deadline := time.Now().Add(30 * time.Second)
-	for server.Stats(userAgent).Bookmarks < bookmarks+2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch did not catch up within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	got := <-done
+	running := targettest.Go(t, server, userAgent, run)
+	targettest.Settle(t, server, userAgent, 3*time.Second, "the watch")
+	got, _ := running.Stop()
 
 	st := server.Stats(userAgent)
 	t.Logf("lists %d, closed %d, faults %v, 410s %d", got.lists, got.closed, st.Faults, st.Expired)

@@ -2,13 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kretry/kretry/examples/internal/targettest"
 	"github.com/kretry/kretry/internal/demoserver"
 )
 
@@ -22,17 +21,10 @@ func TestRun(t *testing.T) {
 			kinds = append(kinds, kind)
 		}
 	}
-	server := demoserver.Start(demoserver.Config{Objects: 10, FaultRate: 2, FaultKinds: kinds, Seed: 3})
-	defer server.Close()
+	server := targettest.StartServer(t, demoserver.Config{Objects: 10, FaultRate: 2, FaultKinds: kinds, Seed: 3})
 	const userAgent = "rawwatch-example-test"
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	got, err := run(ctx, server.RESTConfig(userAgent), server.Namespace(), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, out := targettest.RunFor(t, 5*time.Second, server, userAgent, run)
 	st := server.Stats(userAgent)
 	t.Logf("summary %+v, %d watch requests, faults %v", got, st.Watches+st.Rejected, st.Faults)
 	if got.closed != 0 || got.relists != 0 || st.Lists != 1 {
@@ -41,45 +33,22 @@ func TestRun(t *testing.T) {
 	if st.FaultsInjected() == 0 || got.events == 0 {
 		t.Fatalf("%d faults, %d events: the test proved nothing", st.FaultsInjected(), got.events)
 	}
-	assertConsecutive(t, out.String())
+	assertConsecutive(t, out)
 }
 
 // TestRunRelistsOn410 compacts the history under the watch: kretry hands the 410 to the
 // caller (nothing else can be done), which lists and watches again.
 func TestRunRelistsOn410(t *testing.T) {
-	server := demoserver.Start(demoserver.Config{Objects: 10})
-	defer server.Close()
+	server := targettest.StartServer(t, demoserver.Config{Objects: 10})
 	const userAgent = "rawwatch-example-test-410"
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan summary)
-	var out bytes.Buffer
-	go func() {
-		got, err := run(ctx, server.RESTConfig(userAgent), server.Namespace(), &out)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- got
-	}()
-	waitFor(t, func() bool { return server.Stats(userAgent).Events > 0 })
+	running := targettest.Go(t, server, userAgent, run)
+	targettest.WaitFor(t, "condition not met in 30s", func() bool { return server.Stats(userAgent).Events > 0 })
 	server.InjectFault(userAgent, demoserver.Compaction)
-	waitFor(t, func() bool { return server.Stats(userAgent).Lists == 2 && server.Stats(userAgent).Events > 0 })
-	cancel()
-	got := <-done
+	targettest.WaitFor(t, "condition not met in 30s", func() bool { return server.Stats(userAgent).Lists == 2 && server.Stats(userAgent).Events > 0 })
+	got, _ := running.Stop()
 	if got.relists != 1 || got.closed != 0 {
 		t.Fatalf("summary %+v, want one relist after the 410", got)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kretry/kretry/examples/internal/targettest"
 	"github.com/kretry/kretry/internal/demoserver"
 )
 
@@ -15,38 +14,13 @@ import (
 // writer and checks that the store ends equal to the server's state, fetched in full only
 // at the start and after each 410.
 func TestRun(t *testing.T) {
-	server := demoserver.Start(demoserver.Config{Objects: 50, FaultRate: 2, Seed: 11})
-	defer server.Close()
+	server := targettest.StartServer(t, demoserver.Config{Objects: 50, FaultRate: 2, Seed: 11})
 	const userAgent = "reflector-example-test"
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan summary, 1)
-	var out bytes.Buffer
-	go func() {
-		got, err := run(ctx, server.RESTConfig(userAgent), server.Namespace(), &out)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- got
-	}()
-
-	time.Sleep(3 * time.Second) // let faults happen; nothing below depends on how many
-	server.StopFaults()
-	server.StopWriter()
-	// A bookmark is sent only to a watch that has every change; the second one counted
-	// after the writer stopped was computed after its last change.
-	bookmarks := server.Stats(userAgent).Bookmarks
-	deadline := time.Now().Add(30 * time.Second)
-	for server.Stats(userAgent).Bookmarks < bookmarks+2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the reflector's watch did not catch up within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	got := <-done
-	t.Log("\n" + out.String())
+	running := targettest.Go(t, server, userAgent, run)
+	targettest.Settle(t, server, userAgent, 3*time.Second, "the reflector's watch")
+	got, out := running.Stop()
+	t.Log("\n" + out)
 
 	st := server.Stats(userAgent)
 	t.Logf("reflector %+v; server: faults %v, 410s %d", got.stats, st.Faults, st.Expired)
