@@ -18,9 +18,11 @@ fmtcheck:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: every benchmark, 6 runs each so benchstat can take medians.
+## bench: every benchmark, 6 runs each, raw results in bench.txt, medians by benchstat.
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/frame/ ./watchretry/ ./transport/ | tee bench.txt
+	$(GO) run $(BENCHSTAT) bench.txt
 
 ## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time).
 FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf

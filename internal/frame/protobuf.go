@@ -287,6 +287,9 @@ func (p *protoScanner) annotation(b []byte, i, end int) error {
 // pbVarint reads a varint at b[i] as the generated code does: at most ten
 // bytes, bits past 64 dropped.
 func pbVarint(b []byte, i int) (uint64, int, error) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1, nil // tags and short lengths: one byte
+	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		if shift >= 64 {
