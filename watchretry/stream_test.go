@@ -519,3 +519,35 @@ func TestStallTimeoutResumes(t *testing.T) {
 		t.Fatalf("resumed at %q, want 101", rv)
 	}
 }
+
+// TestUnknownEncodingPassesThrough: a stream kretry cannot frame (CBOR, say)
+// reaches the caller as the server sent it, break included, without resume.
+func TestUnknownEncodingPassesThrough(t *testing.T) {
+	body := []byte{0xbf, 0x64, 't', 'y', 'p', 'e'}
+	srv := newServer(t, "application/cbor-seq", reply{body: body, cut: true, cutAt: len(body)})
+	resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)
+	data, err := io.ReadAll(resp.Body)
+	if !bytes.Equal(data, body) || err != io.ErrUnexpectedEOF || srv.requestCount() != 1 {
+		t.Fatalf("read %x, %v after %d requests; want the bytes and the break as they were, no resume", data, err, srv.requestCount())
+	}
+}
+
+// TestEstablishmentIsRetried: a watch answered 503 is opened again before
+// the caller sees anything.
+func TestEstablishmentIsRetried(t *testing.T) {
+	ct := jsonStream
+	unavailable, _ := json.Marshal(errorStatus(503, metav1.StatusReasonServiceUnavailable, 0))
+	events, rvs := history(t, ct)
+	srv := newServer(t, ct, reply{status: http.StatusServiceUnavailable, contentType: "application/json", body: unavailable})
+	srv.next = resumeFrom(t, events, rvs)
+	h := newHarness(t, srv, nil)
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	got := collect(t, w, 3)
+	w.Stop()
+	if !reflect.DeepEqual(got, wantHistory) || srv.query(1).Get("resourceVersion") != "100" {
+		t.Fatalf("got %v, second request %v", got, srv.query(1))
+	}
+	if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{1200 * time.Millisecond}) {
+		t.Fatalf("waited %v, want [1.2s]", sleeps)
+	}
+}
