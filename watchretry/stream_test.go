@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -549,5 +550,34 @@ func TestEstablishmentIsRetried(t *testing.T) {
 	}
 	if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{1200 * time.Millisecond}) {
 		t.Fatalf("waited %v, want [1.2s]", sleeps)
+	}
+}
+
+// TestCloseLeavesNoGoroutine: Close during a backoff wait returns the
+// blocked Read at once, and nothing kretry started outlives it.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	ct := jsonStream
+	first := event(t, ct, watch.Added, configMap("a", "101"))
+	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0})
+	clock := &blockingClock{Clock: fakeclock.New(epoch), waiting: make(chan struct{}, 1)}
+	baseline := runtime.NumGoroutine()
+	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
+		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
+	})
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		read <- err
+	}()
+	<-clock.waiting // the second break is backing off
+	if err := resp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("Read after Close: %v, want a clean end", err)
+	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= baseline })
+	if !srv.allClosed() {
+		t.Fatal("a response body was left open")
 	}
 }
