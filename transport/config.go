@@ -50,7 +50,8 @@ type Config struct {
 	MaxInvalidFrames int
 
 	// OnRetry, if set, is called before every retry and every watch
-	// resume, for metrics and logs. It must not block.
+	// resume, for metrics and logs. Requests call it from their own
+	// goroutines, so it may run concurrently; it must not block.
 	OnRetry func(policy.Retry)
 	// Clock is the time source of every decision and wait; default the
 	// wall clock. Tests set a virtual one. It must be safe for concurrent use.
