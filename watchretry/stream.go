@@ -144,7 +144,7 @@ func (s *stream) readFrame() {
 	s.pending = s.scanner.Trailing()
 	var invalid *frame.InvalidFrameError
 	switch {
-	case s.ctx.Err() != nil:
+	case s.ended():
 		s.finish(s.endError(err))
 	case errors.Is(err, io.EOF):
 		if s.state == draining || s.intendedEnd() {
@@ -273,10 +273,18 @@ func (s *stream) intendedEnd() bool {
 // Close or by the caller's context: a clean end, which is what client-go's
 // watch decoders take as "stopped" without reporting an error.
 func (s *stream) endError(err error) error {
-	if s.ctx.Err() != nil {
+	if s.ended() {
 		return io.EOF
 	}
 	return err
+}
+
+// ended reports whether the stream's context has ended, by Close or by the
+// caller's context. It asks the caller's context as well: a parent reports
+// its cancellation (and wakes the reads it cancels) a moment before its
+// children do, and a read woken that way must not be taken for a break.
+func (s *stream) ended() bool {
+	return s.ctx.Err() != nil || s.orig.Context().Err() != nil
 }
 
 // finish ends the stream; Read returns err once pending bytes are read.
