@@ -2,7 +2,9 @@
 // kube-apiserver v1.37.2 on etcd (internal/apiserver), reached through a loopback fault proxy
 // (internal/faultproxy), with a writer changing ConfigMaps, and a stock client-go ConfigMap
 // informer run twice per fault type: without kretry, and with
-// cfg.Wrap(transport.Wrapper(transport.Config{})).
+// cfg.Wrap(transport.Wrapper(transport.Config{})). One scenario (raw-watch-cuts) runs raw
+// clientset Watches instead, the `kubectl get -w` pattern, stock and kretry side by side from
+// the same LIST resourceVersion, checked event by event against an uncut reference watch.
 //
 // Two counting RoundTrippers measure each run: one below kretry sees every request on the wire,
 // one above it sees what the informer asked for. An "initial-state fetch" is a LIST or a
