@@ -68,10 +68,8 @@ func classify(req *http.Request, apiPrefix string) kind {
 			return kindPassThrough
 		}
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && (len(parts) == 2 || !namespaceSubresources[parts[2]]) {
-		if len(parts) > 2 {
-			parts = parts[2:] // namespaces, name: what follows is a namespaced resource
-		}
+	if len(parts) > 2 && parts[0] == "namespaces" && !namespaceSubresources[parts[2]] {
+		parts = parts[2:] // namespaces, name: what follows is a namespaced resource
 	}
 	switch {
 	case len(parts) == 0:

@@ -11,15 +11,12 @@ import (
 	"github.com/kretry/kretry/internal/status"
 )
 
-// statusBodyLimit bounds how much of a non-200 answer to a resume is read.
-const statusBodyLimit = 64 << 10
-
 // responseStatus reads the Status of a non-200 answer to a resume, closing
 // it. An answer that carries no Status (a text/plain 429, a proxy's HTML
 // page) gets one made for its code, as client-go would make it.
 func responseStatus(resp *http.Response) *metav1.Status {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, statusBodyLimit))
-	closeResponse(resp)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, status.BodyLimit))
+	_ = resp.Body.Close()
 	if st, ok := status.Parse(resp.Header.Get("Content-Type"), body); ok {
 		return st
 	}
@@ -33,10 +30,4 @@ func responseStatus(resp *http.Response) *metav1.Status {
 // server's Status reachable with apierrors helpers.
 func responseError(resp *http.Response) error {
 	return &apierrors.StatusError{ErrStatus: *responseStatus(resp)}
-}
-
-// closeResponse closes an abandoned answer. It does not drain it first: a
-// watch stream has no end to drain to.
-func closeResponse(resp *http.Response) {
-	_ = resp.Body.Close()
 }

@@ -151,7 +151,7 @@ func (s *stream) readFrame() {
 			s.finish(io.EOF)
 			return
 		}
-		s.broke(io.EOF, "watch ended early", policy.Deliver)
+		s.broke(io.EOF, "watch ended early")
 	case errors.Is(err, frame.ErrFrameTooLarge), s.state == draining:
 		s.finish(err)
 	case errors.As(err, &invalid):
@@ -159,9 +159,9 @@ func (s *stream) readFrame() {
 			s.finish(err)
 			return
 		}
-		s.broke(err, err.Error(), policy.Deliver)
+		s.broke(err, err.Error())
 	default:
-		s.broke(err, err.Error(), policy.Deliver)
+		s.broke(err, err.Error())
 	}
 }
 
@@ -178,7 +178,6 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if class != policy.Deliver && s.point.known {
 			outcome := policy.Outcome{Class: class}
 			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
-			outcome.HasRetryAfter = outcome.HasRetryAfter && event.HasRetryAfter
 			if decision := s.tracker.Decide(outcome); decision.Retry {
 				s.closeBody()
 				s.waitFor(decision.Wait, fmt.Sprintf("ERROR event %d", event.Code), class)
@@ -199,13 +198,13 @@ func (s *stream) onFrame(f *frame.Frame) {
 
 // broke handles a stream that ended before its time: resume from the resume
 // point, or, without one, hand the caller the break as it was.
-func (s *stream) broke(err error, cause string, class policy.Class) {
+func (s *stream) broke(err error, cause string) {
 	s.closeBody()
 	if !s.point.known {
 		s.finish(err)
 		return
 	}
-	s.waitFor(s.tracker.Break().Wait, cause, class)
+	s.waitFor(s.tracker.Break().Wait, cause, policy.Deliver)
 }
 
 func (s *stream) waitFor(wait time.Duration, cause string, class policy.Class) {
@@ -241,7 +240,7 @@ func (s *stream) resume() {
 	case resp.StatusCode == http.StatusOK:
 		enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type"))
 		if !ok || enc != s.enc {
-			closeResponse(resp)
+			_ = resp.Body.Close() // a stream: nothing to drain to
 			s.finish(fmt.Errorf("watchretry: watch resumed at resourceVersion %s answered with Content-Type %q, not the stream's encoding", s.point.rv, resp.Header.Get("Content-Type")))
 			return
 		}
@@ -308,7 +307,7 @@ func (s *stream) attach(body io.ReadCloser) {
 	switch {
 	case closed:
 		_ = body.Close()
-		r = eofReader{}
+		r = http.NoBody
 	case s.rt.cfg.StallTimeout > 0:
 		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
@@ -350,7 +349,3 @@ func (r *stallReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -17,11 +17,6 @@ import (
 	"github.com/kretry/kretry/policy"
 )
 
-// statusPeekLimit bounds how much of a 429/5xx body is read to find a
-// Status with details.retryAfterSeconds. API server Status bodies are a
-// few hundred bytes.
-const statusPeekLimit = 64 << 10
-
 // errGiveUp tells the ErrorHandler that the policy declined to retry a
 // retryable outcome any further.
 var errGiveUp = errors.New("kretry: retries exhausted")
@@ -183,7 +178,7 @@ func statusRetryAfter(resp *http.Response) (time.Duration, bool) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return 0, false
 	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, statusPeekLimit))
+	head, err := io.ReadAll(io.LimitReader(resp.Body, status.BodyLimit))
 	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), errorReader{err}, resp.Body), Closer: resp.Body}
 	if err != nil {
 		return 0, false

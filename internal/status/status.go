@@ -12,6 +12,10 @@ import (
 	"github.com/kretry/kretry/policy"
 )
 
+// BodyLimit bounds how much of an error answer is read to find its Status.
+// API server Status bodies are a few hundred bytes.
+const BodyLimit = 64 << 10
+
 // protobufPrefix starts every protobuf-encoded Kubernetes object.
 var protobufPrefix = []byte("k8s\x00")
 
