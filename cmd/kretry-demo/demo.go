@@ -192,13 +192,9 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 			settledIn:  settled[i],
 			recovery:   side.recovery.stats(),
 		}
-		if server != nil {
-			st := server.Stats(side.name)
-			c.fetches, c.expired = st.InitialStateFetches(), st.Expired
-			c.requests, c.bytes, c.faults, c.faultKinds = st.Requests, st.BytesSent, st.FaultsInjected(), st.Faults
-		} else {
-			c.fetches, c.requests, c.bytes = side.counter.fetches.Load(), side.counter.requests.Load(), side.counter.bytes.Load()
-		}
+		st := side.stats(server)
+		c.fetches, c.expired = st.InitialStateFetches(), st.Expired
+		c.requests, c.bytes, c.faults, c.faultKinds = st.Requests, st.BytesSent, st.FaultsInjected(), st.Faults
 		res.clients = append(res.clients, c)
 	}
 	return res, nil
@@ -228,6 +224,19 @@ func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace
 	}
 	side.factory.Start(ctx.Done())
 	return side, nil
+}
+
+// stats is what the demo server counted for side or, against a real cluster (server nil),
+// what side's counting transport saw: its fetches as Lists, its requests and its bytes.
+func (side *informerUnderTest) stats(server *demoserver.Server) demoserver.Stats {
+	if server != nil {
+		return server.Stats(side.name)
+	}
+	return demoserver.Stats{
+		Lists:     side.counter.fetches.Load(),
+		Requests:  side.counter.requests.Load(),
+		BytesSent: side.counter.bytes.Load(),
+	}
 }
 
 // settle waits, at most bound, until every side's cache equals the server's state, and
@@ -272,16 +281,10 @@ func progressLine(elapsed time.Duration, server *demoserver.Server, sides []*inf
 		line += fmt.Sprintf("  server rv %-6d %3d objects", current, len(state.Objects))
 	}
 	for _, side := range sides {
-		var fetches, requests, faults int64
+		st := side.stats(server)
+		line += fmt.Sprintf("  | %s: %2d fetches %4d req", side.name, st.InitialStateFetches(), st.Requests)
 		if server != nil {
-			st := server.Stats(side.name)
-			fetches, requests, faults = st.InitialStateFetches(), st.Requests, st.FaultsInjected()
-		} else {
-			fetches, requests = side.counter.fetches.Load(), side.counter.requests.Load()
-		}
-		line += fmt.Sprintf("  | %s: %2d fetches %4d req", side.name, fetches, requests)
-		if server != nil {
-			line += fmt.Sprintf(" %3d faults", faults)
+			line += fmt.Sprintf(" %3d faults", st.FaultsInjected())
 			lag := "-"
 			if rv, err := strconv.ParseUint(side.informer.LastSyncResourceVersion(), 10, 64); err == nil {
 				lag = strconv.FormatUint(current-min(rv, current), 10)

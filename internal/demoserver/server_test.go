@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -504,10 +505,10 @@ func TestScheduleIsSeeded(t *testing.T) {
 		return kinds
 	}
 	a, b, c := draw(1), draw(1), draw(2)
-	if !equalKinds(a, b) {
+	if !slices.Equal(a, b) {
 		t.Fatalf("same seed drew %v and %v", a, b)
 	}
-	if equalKinds(a, c) {
+	if slices.Equal(a, c) {
 		t.Fatalf("seeds 1 and 2 drew the same %v", a)
 	}
 	// No progress, no fault.
@@ -515,18 +516,6 @@ func TestScheduleIsSeeded(t *testing.T) {
 	if kind := sch.midStream(time.Now().Add(time.Hour)); kind != 0 {
 		t.Fatalf("a fault (%v) armed before any progress", kind)
 	}
-}
-
-func equalKinds(a, b []FaultKind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestNegotiate(t *testing.T) {

@@ -19,6 +19,32 @@ type change struct {
 	kind   watch.EventType // Added, Modified or Deleted
 	object *corev1.ConfigMap
 	rv     uint64
+	frames *frames
+}
+
+// frames holds one change's watch frame per media type: every watch sends the same bytes
+// for it, so it is encoded once per media type, not once per watch.
+type frames struct {
+	mu     sync.Mutex
+	byType map[string][]byte
+}
+
+// frame returns the change as a watch frame in cd's media type.
+func (ch change) frame(cd codec) ([]byte, error) {
+	ch.frames.mu.Lock()
+	defer ch.frames.mu.Unlock()
+	if frame, ok := ch.frames.byType[cd.mediaType]; ok {
+		return frame, nil
+	}
+	frame, err := cd.frame(ch.kind, ch.object)
+	if err != nil {
+		return nil, err
+	}
+	if ch.frames.byType == nil {
+		ch.frames.byType = make(map[string][]byte, 2)
+	}
+	ch.frames.byType[cd.mediaType] = frame
+	return frame, nil
 }
 
 // store is the ConfigMap collection with its full write history. Stored objects are never
@@ -144,7 +170,7 @@ func (s *store) recordLocked(kind watch.EventType, obj *corev1.ConfigMap) {
 	} else {
 		s.objects[obj.Name] = obj
 	}
-	s.history = append(s.history, change{kind: kind, object: obj, rv: s.rv})
+	s.history = append(s.history, change{kind: kind, object: obj, rv: s.rv, frames: &frames{}})
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

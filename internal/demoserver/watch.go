@@ -88,20 +88,18 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 		return
 	}
 
-	current, floor := s.store.versions()
-	sendInitial := opts.resourceVersion == "" || opts.resourceVersion == "0"
+	from, floor := s.store.versions()
+	// "" and "0" watch from now, after the current state; a specific RV from that RV.
+	specific := opts.resourceVersion != "" && opts.resourceVersion != "0"
+	sendInitial := !specific
 	if opts.sendInitialEvents != nil {
 		sendInitial = *opts.sendInitialEvents
 	}
-	var from uint64
-	if opts.resourceVersion != "" && opts.resourceVersion != "0" {
-		from, err = strconv.ParseUint(opts.resourceVersion, 10, 64)
-		if err != nil {
+	if specific {
+		if from, err = strconv.ParseUint(opts.resourceVersion, 10, 64); err != nil {
 			writeStatus(w, cd, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", opts.resourceVersion)))
 			return
 		}
-	} else {
-		from = current
 	}
 
 	flusher, _ := w.(http.Flusher)
@@ -148,7 +146,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 	for {
 		changes, current, changed := s.store.since(st.cursor, 100)
 		for _, ch := range changes {
-			if err := st.send(ch.kind, ch.object, true); err != nil {
+			frame, err := ch.frame(cd)
+			if err != nil {
+				return
+			}
+			if err := st.sendFrame(ch.kind, frame, true); err != nil {
 				return
 			}
 			st.cursor = ch.rv
@@ -200,14 +202,19 @@ func (st *watchStream) sendInitialState(watchList bool) error {
 	return nil
 }
 
-// send writes one frame and flushes it. With faultable set and the stream past its
-// initial state, the client's fault schedule may hit it instead; then the stream ends
-// (errStreamOver) or the connection is cut (a panic with http.ErrAbortHandler).
+// send encodes one event and sends it as sendFrame does.
 func (st *watchStream) send(eventType watch.EventType, obj runtime.Object, faultable bool) error {
 	frame, err := st.codec.frame(eventType, obj)
 	if err != nil {
 		return err
 	}
+	return st.sendFrame(eventType, frame, faultable)
+}
+
+// sendFrame writes one encoded event and flushes it. With faultable set and the stream
+// past its initial state, the client's fault schedule may hit it instead; then the stream
+// ends (errStreamOver) or the connection is cut (a panic with http.ErrAbortHandler).
+func (st *watchStream) sendFrame(eventType watch.EventType, frame []byte, faultable bool) error {
 	if faultable && st.initialDone {
 		if kind := st.client.schedule.midStream(time.Now()); kind != 0 {
 			st.server.recordFault(st.client, kind)
