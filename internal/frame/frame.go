@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 )
 
 // DefaultMaxFrameSize is the frame size limit used when NewScanner is given
@@ -93,6 +94,12 @@ func eventTypeOf(name []byte) EventType {
 	return 0
 }
 
+// unknownTypeError is the reason for a frame whose type is not one of the
+// five watch event types.
+type unknownTypeError struct{ name string }
+
+func (e *unknownTypeError) Error() string { return "unknown watch event type " + strconv.Quote(e.name) }
+
 // Event is what a whole frame says, learned without decoding the object.
 type Event struct {
 	// Type is the event type; always one of the EventType constants.
@@ -119,6 +126,22 @@ type Event struct {
 	// HasRetryAfter reports RetryAfterSeconds > 0: the server suggested a
 	// delay (the test apierrors.SuggestsClientDelay makes).
 	HasRetryAfter bool
+}
+
+// setStatus fills the fields of an ERROR event from its Status. An empty
+// reason converts to "" without allocating.
+func (ev *Event) setStatus(code int32, reason []byte, retryAfter int32) {
+	ev.Code = code
+	ev.Reason = string(reason)
+	ev.RetryAfterSeconds = retryAfter
+	ev.HasRetryAfter = retryAfter > 0
+}
+
+// setResumePoint fills the fields of a non-ERROR event from its object's
+// metadata.
+func (ev *Event) setResumePoint(rv []byte, eventsEnd bool) {
+	ev.ResourceVersion = rv
+	ev.InitialEventsEnd = ev.Type == Bookmark && eventsEnd
 }
 
 // Frame is one whole frame as read.

@@ -257,6 +257,24 @@ func scanAll(t testing.TB, r io.Reader, enc Encoding, maxSize int) (frames []Fra
 	}
 }
 
+// checkScanErr checks the error that ended a scan against want: io.EOF and
+// io.ErrUnexpectedEOF must be returned as they are; anything else must be an
+// *InvalidFrameError, wrapping want unless want is nil.
+func checkScanErr(t testing.TB, err, want error) {
+	t.Helper()
+	var invalid *InvalidFrameError
+	switch {
+	case want == io.EOF || want == io.ErrUnexpectedEOF:
+		if err != want {
+			t.Fatalf("err %v; want %v", err, want)
+		}
+	case !errors.As(err, &invalid):
+		t.Fatalf("err %v; want an *InvalidFrameError", err)
+	case want != nil && !errors.Is(err, want):
+		t.Fatalf("err %v; want it to wrap %v", err, want)
+	}
+}
+
 // compareWithOracle checks the Scanner against client-go on stream: every
 // frame the Scanner returns is one client-go decodes, with the same type and
 // fields; it returns an error exactly where client-go does (of the same

@@ -39,7 +39,6 @@ const (
 	stColon                     // after a key: ':'
 	stAfterValue                // ',' or the container's closer
 	stString                    // inside a string (key or value)
-	stDone                      // the frame's closing '}' was read
 )
 
 // Roles of the containers whose keys matter; every other one is roleOther.
@@ -98,9 +97,10 @@ type span struct {
 // struct, the last occurrence of a key wins, null leaves a field as it was,
 // and a repeated nested object is merged into the previous one; "object"
 // itself is a runtime.RawExtension, which a later value replaces whole.
+// A string field never seen is the zero span, whose content is empty: the
+// same as an empty string, which is all the checks need to know.
 type jsonFacts struct {
 	typ            span
-	hasType        bool
 	envKind        bool // envelope kind is a non-empty string
 	envAPIVersion  bool // envelope apiVersion is a non-empty string
 	hasObject      bool // a non-null "object" was seen
@@ -109,18 +109,16 @@ type jsonFacts struct {
 	objAPIVersion  bool // object apiVersion parses with a non-empty version
 	bad            uint8
 	rv             span
-	hasRV          bool
 	eventsEnd      bool
 	code           int32
 	reason         span
-	hasReason      bool
 	retryAfter     int32
 }
 
 // resetObject forgets everything learned from a previous "object" value.
 func (f *jsonFacts) resetObject() {
 	*f = jsonFacts{
-		typ: f.typ, hasType: f.hasType,
+		typ:     f.typ,
 		envKind: f.envKind, envAPIVersion: f.envAPIVersion,
 		bad: f.bad & (badType | badEnvTypeMeta),
 	}
@@ -338,15 +336,11 @@ func (j *jsonScanner) startString(i int, isKey bool) {
 }
 
 // closeContainer pops the innermost container and reports whether it was the
-// frame itself.
+// frame itself (the state is then never looked at again).
 func (j *jsonScanner) closeContainer() bool {
 	j.stack = j.stack[:len(j.stack)-1]
-	if len(j.stack) == 0 {
-		j.state = stDone
-		return true
-	}
 	j.state = stAfterValue
-	return false
+	return len(j.stack) == 0
 }
 
 // scanNumber reads a JSON number starting at b[i] (a '-' or a digit, or
@@ -475,35 +469,29 @@ func (j *jsonScanner) keySlot(b []byte) uint8 {
 		key = appendUnquoted(j.scratch[:0], key)
 		j.scratch = key
 	}
+	// Field names are matched exactly (sigs.k8s.io/json), except apiVersion
+	// and kind, which typeMetaSlot matches in any case.
 	switch role {
 	case roleEnvelope:
-		// type and object are matched exactly (sigs.k8s.io/json); apiVersion
-		// and kind in any case (the encoding/json pass that reads them).
-		switch {
-		case string(key) == "type":
+		switch string(key) {
+		case "type":
 			return slotType
-		case string(key) == "object":
+		case "object":
 			return slotObject
-		case bytes.EqualFold(key, []byte("kind")):
-			return slotEnvKind
-		case bytes.EqualFold(key, []byte("apiVersion")):
-			return slotEnvAPIVersion
 		}
+		return typeMetaSlot(key, slotEnvKind, slotEnvAPIVersion)
 	case roleObject:
-		switch {
-		case string(key) == "metadata":
+		switch string(key) {
+		case "metadata":
 			return slotMetadata
-		case string(key) == "code":
+		case "code":
 			return slotCode
-		case string(key) == "reason":
+		case "reason":
 			return slotReason
-		case string(key) == "details":
+		case "details":
 			return slotDetails
-		case bytes.EqualFold(key, []byte("kind")):
-			return slotObjKind
-		case bytes.EqualFold(key, []byte("apiVersion")):
-			return slotObjAPIVersion
 		}
+		return typeMetaSlot(key, slotObjKind, slotObjAPIVersion)
 	case roleMetadata:
 		switch string(key) {
 		case "resourceVersion":
@@ -520,6 +508,19 @@ func (j *jsonScanner) keySlot(b []byte) uint8 {
 		if string(key) == "retryAfterSeconds" {
 			return slotRetryAfter
 		}
+	}
+	return slotNone
+}
+
+// typeMetaSlot returns kind or apiVersion for a key that is "kind" or
+// "apiVersion" in any case, as the encoding/json pass that reads them matches
+// it, and slotNone for any other key.
+func typeMetaSlot(key []byte, kind, apiVersion uint8) uint8 {
+	switch {
+	case bytes.EqualFold(key, []byte("kind")):
+		return kind
+	case bytes.EqualFold(key, []byte("apiVersion")):
+		return apiVersion
 	}
 	return slotNone
 }
@@ -612,7 +613,9 @@ func (j *jsonScanner) numberValue(num []byte) {
 }
 
 // parseInt32 parses a JSON number the way encoding/json decodes it into an
-// int32: an integer literal (no fraction, no exponent) within range.
+// int32: an integer literal (no fraction, no exponent) within range. It is
+// strconv.ParseInt(string(num), 10, 32) without the *NumError a refused
+// number allocates: "code" is looked at in every event's object.
 func parseInt32(num []byte) (int32, bool) {
 	neg := num[0] == '-'
 	if neg {
@@ -644,7 +647,7 @@ func (j *jsonScanner) stringValue(b []byte) {
 	switch j.slot {
 	case slotNone, slotAnnotation:
 	case slotType:
-		f.typ, f.hasType = s, true
+		f.typ = s
 	case slotEnvKind:
 		f.envKind = s.end > s.start
 	case slotEnvAPIVersion:
@@ -654,11 +657,11 @@ func (j *jsonScanner) stringValue(b []byte) {
 	case slotObjAPIVersion:
 		f.objAPIVersion = hasVersion(content(b, s, &j.scratch))
 	case slotRV:
-		f.rv, f.hasRV = s, true
+		f.rv = s
 	case slotEventsEnd:
 		f.eventsEnd = string(content(b, s, &j.scratch)) == "true"
 	case slotReason:
-		f.reason, f.hasReason = s, true
+		f.reason = s
 	default:
 		j.wrongType()
 	}
@@ -686,16 +689,9 @@ func (j *jsonScanner) event(b []byte, ev *Event) error {
 		// server never sends one, so refuse rather than guess.
 		return errEnvelopeTypeMeta
 	}
-	var typ EventType
-	if f.hasType {
-		typ = eventTypeOf(content(b, f.typ, &j.scratch))
-	}
+	typ := eventTypeOf(content(b, f.typ, &j.scratch))
 	if typ == 0 {
-		name := ""
-		if f.hasType {
-			name = string(content(b, f.typ, &j.scratch))
-		}
-		return &unknownTypeError{name: name}
+		return &unknownTypeError{name: string(content(b, f.typ, &j.scratch))}
 	}
 	switch {
 	case !f.hasObject:
@@ -712,22 +708,16 @@ func (j *jsonScanner) event(b []byte, ev *Event) error {
 		if f.bad&badStatus != 0 {
 			return errStatusFields
 		}
-		ev.Code = f.code
-		if f.hasReason {
-			ev.Reason = string(content(b, f.reason, &j.scratch))
-		}
-		ev.RetryAfterSeconds = f.retryAfter
-		ev.HasRetryAfter = f.retryAfter > 0
+		ev.setStatus(f.code, content(b, f.reason, &j.scratch), f.retryAfter)
 		return nil
 	}
 	if f.bad&badAnnotations != 0 {
 		return errAnnotations
 	}
-	if !f.hasRV || f.rv.end == f.rv.start {
+	if f.rv.end == f.rv.start {
 		return errNoRV
 	}
-	ev.ResourceVersion = content(b, f.rv, &j.rvBuf)
-	ev.InitialEventsEnd = typ == Bookmark && f.eventsEnd
+	ev.setResumePoint(content(b, f.rv, &j.rvBuf), f.eventsEnd)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package frame
 import (
 	"encoding/binary"
 	"errors"
-	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -68,7 +67,6 @@ const (
 type protoScanner struct {
 	typ        []byte
 	raw        []byte
-	hasRaw     bool
 	apiVersion []byte
 	kind       []byte
 	object     []byte
@@ -141,12 +139,7 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 		if err := p.walk(msgStatus, p.object); err != nil {
 			return err
 		}
-		ev.Code = p.code
-		if len(p.reason) > 0 {
-			ev.Reason = string(p.reason)
-		}
-		ev.RetryAfterSeconds = p.retryAfter
-		ev.HasRetryAfter = p.retryAfter > 0
+		ev.setStatus(p.code, p.reason, p.retryAfter)
 		return nil
 	}
 	if err := p.walk(msgObject, p.object); err != nil {
@@ -155,16 +148,9 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if len(p.rv) == 0 {
 		return errNoRV
 	}
-	ev.ResourceVersion = p.rv
-	ev.InitialEventsEnd = typ == Bookmark && p.eventsEnd
+	ev.setResumePoint(p.rv, p.eventsEnd)
 	return nil
 }
-
-// unknownTypeError is the reason for a frame whose type is not one of the
-// five watch event types.
-type unknownTypeError struct{ name string }
-
-func (e *unknownTypeError) Error() string { return "unknown watch event type " + strconv.Quote(e.name) }
 
 // walk reads the fields of message msg in b as its generated Unmarshal does,
 // recording those the scanner needs.
@@ -219,7 +205,7 @@ func (p *protoScanner) walk(msg int, b []byte) error {
 		case msgWatchEvent<<8 | 2:
 			err = p.walk(msgRawExtension, field)
 		case msgRawExtension<<8 | 1:
-			p.raw, p.hasRaw = field, true
+			p.raw = field
 		case msgUnknown<<8 | 1:
 			err = p.walk(msgTypeMeta, field)
 		case msgUnknown<<8 | 2:
@@ -260,23 +246,23 @@ func (p *protoScanner) annotation(b []byte, i, end int) error {
 			return err
 		}
 		i = next
-		switch int32(wire >> 3) {
-		case 1, 2:
-			start, stop, err := pbLength(b, i)
-			if err != nil {
-				return err
-			}
-			if int32(wire>>3) == 1 {
-				key = b[start:stop]
-			} else {
-				value = b[start:stop]
-			}
-			i = stop
-		default:
+		num := int32(wire >> 3) // truncated, as the generated code does
+		if num != 1 && num != 2 {
 			if i, err = skipField(b, pre, end); err != nil {
 				return err
 			}
+			continue
 		}
+		start, stop, err := pbLength(b, i)
+		if err != nil {
+			return err
+		}
+		if num == 1 {
+			key = b[start:stop]
+		} else {
+			value = b[start:stop]
+		}
+		i = stop
 	}
 	if string(key) == "k8s.io/initial-events-end" {
 		p.eventsEnd = string(value) == "true"
@@ -354,40 +340,20 @@ func skipGeneratedField(b []byte) (int, error) {
 		i = next
 		switch protowire.Type(wire & 7) {
 		case protowire.VarintType:
-			for shift := uint(0); ; shift += 7 {
-				if shift >= 64 {
-					return 0, errProtoOverflow
-				}
-				if i >= len(b) {
-					return 0, errProtoTruncated
-				}
-				i++
-				if b[i-1] < 0x80 {
-					break
-				}
+			if _, i, err = pbVarint(b, i); err != nil {
+				return 0, err
 			}
 		case protowire.Fixed64Type:
 			i += 8
 		case protowire.BytesType:
-			var length int
-			for shift := uint(0); ; shift += 7 {
-				if shift >= 64 {
-					return 0, errProtoOverflow
-				}
-				if i >= len(b) {
-					return 0, errProtoTruncated
-				}
-				c := b[i]
-				i++
-				length |= int(c&0x7f) << shift
-				if c < 0x80 {
-					break
-				}
+			var length uint64
+			if length, i, err = pbVarint(b, i); err != nil {
+				return 0, err
 			}
-			if length < 0 {
+			if int(length) < 0 {
 				return 0, errProtoLength
 			}
-			i += length
+			i += int(length)
 		case protowire.StartGroupType:
 			depth++
 		case protowire.EndGroupType:

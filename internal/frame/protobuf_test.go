@@ -3,7 +3,6 @@ package frame
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"io"
 	"testing"
 
@@ -119,17 +118,7 @@ func TestScanProtobufFrames(t *testing.T) {
 					t.Errorf("event %d: %+v; want %+v", i, frames[i].Event, tc.want[i])
 				}
 			}
-			var invalid *InvalidFrameError
-			switch {
-			case tc.err == io.EOF || tc.err == io.ErrUnexpectedEOF:
-				if err != tc.err {
-					t.Fatalf("err %v; want %v", err, tc.err)
-				}
-			case !errors.As(err, &invalid):
-				t.Fatalf("err %v; want an *InvalidFrameError", err)
-			case tc.err != nil && !errors.Is(err, tc.err):
-				t.Fatalf("err %v; want it to wrap %v", err, tc.err)
-			}
+			checkScanErr(t, err, tc.err)
 			if err == io.EOF && !bytes.Equal(raw, tc.stream) {
 				t.Fatalf("Raw differs from the stream")
 			}

@@ -260,17 +260,7 @@ func TestScanJSONFrames(t *testing.T) {
 					t.Errorf("event %d: %+v; want %+v", i, got[i], tc.want[i])
 				}
 			}
-			var invalid *InvalidFrameError
-			switch {
-			case tc.err == io.EOF || tc.err == io.ErrUnexpectedEOF:
-				if err != tc.err {
-					t.Fatalf("err %v; want %v", err, tc.err)
-				}
-			case !errors.As(err, &invalid):
-				t.Fatalf("err %v; want an *InvalidFrameError", err)
-			case tc.err != nil && !errors.Is(err, tc.err):
-				t.Fatalf("err %v; want it to wrap %v", err, tc.err)
-			}
+			checkScanErr(t, err, tc.err)
 			if err == io.EOF && !bytes.Equal(append(raw, sc.Trailing()...), stream) {
 				t.Fatalf("Raw + Trailing %q; want %q", append(raw, sc.Trailing()...), stream)
 			}
