@@ -197,15 +197,11 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	default:
 	}
 	b.mu.Lock()
-	for len(b.chunks) > 0 && len(b.chunks[0]) == 0 {
-		b.chunks = b.chunks[1:]
-	}
+	b.dropEmpty()
 	if len(b.chunks) > 0 {
 		n := copy(p, b.chunks[0])
 		b.chunks[0] = b.chunks[0][n:]
-		for len(b.chunks) > 0 && len(b.chunks[0]) == 0 {
-			b.chunks = b.chunks[1:]
-		}
+		b.dropEmpty() // the read that takes the last byte reports the drain
 		left := len(b.chunks)
 		b.mu.Unlock()
 		if left == 0 {
@@ -224,6 +220,13 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		return 0, b.ctx.Err()
 	case <-b.closed:
 		return 0, errBodyClosed
+	}
+}
+
+// dropEmpty drops the empty chunks at the front; b.mu must be held.
+func (b *streamBody) dropEmpty() {
+	for len(b.chunks) > 0 && len(b.chunks[0]) == 0 {
+		b.chunks = b.chunks[1:]
 	}
 }
 

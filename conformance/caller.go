@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"sync"
@@ -58,20 +59,12 @@ func (r *replay) clientset(wrap func(http.RoundTripper) http.RoundTripper) (*kub
 
 // listOptions decodes a recorded query into the ListOptions that produce it.
 func listOptions(q url.Values) (metav1.ListOptions, error) {
-	q = cloneValues(q)
+	q = maps.Clone(q) // the recorded query is shared
 	q.Del("timeout")
 	q.Del("watch")
 	var opts metav1.ListOptions
 	err := scheme.ParameterCodec.DecodeParameters(q, corev1.SchemeGroupVersion, &opts)
 	return opts, err
-}
-
-func cloneValues(q url.Values) url.Values {
-	out := url.Values{}
-	for k, v := range q {
-		out[k] = append([]string(nil), v...)
-	}
-	return out
 }
 
 // call runs the scenario's caller against the replayed server until it is done, the server
@@ -95,7 +88,7 @@ func (r *replay) call(ctx context.Context, cs *kubernetes.Clientset) observation
 // rawWatch is a typed Watch read until the caller has every event it should get.
 func (r *replay) rawWatch(ctx context.Context, cs *kubernetes.Clientset) observation {
 	var obs observation
-	exp, _ := r.simulate()
+	exp := r.expected
 	opts, err := listOptions(r.watch.query)
 	if err != nil {
 		obs.err = err
@@ -109,6 +102,8 @@ func (r *replay) rawWatch(ctx context.Context, cs *kubernetes.Clientset) observa
 	defer w.Stop()
 	results := w.ResultChan()
 	for {
+		aborted, done := r.aborted, ctx.Done()
+		var quietEnd <-chan time.Time
 		if !exp.ends && len(obs.events) >= len(exp.events) {
 			// Everything is here: listen a little longer for what must not come.
 			if !r.waitIdle(ctx) {
@@ -116,17 +111,7 @@ func (r *replay) rawWatch(ctx context.Context, cs *kubernetes.Clientset) observa
 				obs.timedOut = !obs.aborted
 				return obs
 			}
-			select {
-			case ev, ok := <-results:
-				if !ok {
-					obs.ended = true
-					return obs
-				}
-				obs.events = append(obs.events, watchEvent(ev.Type, ev.Object))
-				continue
-			case <-time.After(quiet):
-				return obs
-			}
+			aborted, done, quietEnd = nil, nil, time.After(quiet)
 		}
 		select {
 		case ev, ok := <-results:
@@ -135,10 +120,12 @@ func (r *replay) rawWatch(ctx context.Context, cs *kubernetes.Clientset) observa
 				return obs
 			}
 			obs.events = append(obs.events, watchEvent(ev.Type, ev.Object))
-		case <-r.aborted:
+		case <-quietEnd:
+			return obs
+		case <-aborted:
 			obs.aborted = true
 			return obs
-		case <-ctx.Done():
+		case <-done:
 			obs.timedOut = true
 			return obs
 		}

@@ -40,8 +40,10 @@ type replay struct {
 	resource   schema.GroupResource
 	collection string
 	watch      *watchSource
-	lists      []fixture.Exchange
-	mock       *httpmock.MockTransport
+	// expected is what a correct transport hands a RawWatch caller (simulate).
+	expected expectedWatch
+	lists    []fixture.Exchange
+	mock     *httpmock.MockTransport
 
 	mu             sync.Mutex
 	log            []string
@@ -119,6 +121,12 @@ func newReplay(sc Scenario, fixtures map[string]*fixture.File) (*replay, error) 
 	if err := r.checkFaultsFit(); err != nil {
 		return nil, err
 	}
+	// Walking the schedule also finds a watch fault past the end of its response.
+	exp, err := r.simulate()
+	if err != nil {
+		return nil, err
+	}
+	r.expected = exp
 
 	r.mock = httpmock.NewMockTransport()
 	onCollection := regexp.MustCompile("^" + regexp.QuoteMeta(baseURL+r.collection) + `(\?|$)`)
@@ -287,7 +295,7 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		r.problem(true, "LIST %s: not a recorded query (recorded: %s); a retry must send the same query", shortQuery(q), strings.Join(recorded, ", "))
 		return r.statusResponse(req, Fault{Kind: Status, Code: http.StatusBadRequest}), nil
 	}
-	resp := replayResponse(ex.Response, req)
+	var resp *http.Response
 	if faulted && f.Kind == Cut {
 		body := ex.Response.Body()
 		at := f.Into
@@ -296,10 +304,11 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		}
 		cut := ex.Response
 		cut.Chunks, cut.EndError = cloneChunks(truncate(ex.Response.Chunks, at)), io.ErrUnexpectedEOF.Error()
-		resp = replayResponse(cut, req)
+		resp = cut.HTTPResponse(req)
 		resp.Body = &lockedBody{body: &errBody{ChunkReader: fixture.NewChunkReader(cut), end: io.ErrUnexpectedEOF}}
 		answer(fmt.Sprintf("%d, cut at byte %d of %d", ex.Response.Status, at, len(body)))
 	} else {
+		resp = replayResponse(ex.Response, req)
 		answer(fmt.Sprintf("%d, %d bytes", ex.Response.Status, len(ex.Response.Body())))
 	}
 	r.afterStatus(ListRequest, int32(ex.Response.Status))
