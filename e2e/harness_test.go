@@ -295,12 +295,13 @@ func (inf *informer) state() state {
 	return s
 }
 
+// adminClient is an admin clientset straight to server (no fault proxy).
+func adminClient(server int) *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(server).Addr(), apiserver.Admin))
+}
+
 func serverState(ctx context.Context, server int, ns string) (state, error) {
-	cs := kubernetes.NewForConfigOrDie(cluster.Config(apiserver.Admin))
-	if server != 0 {
-		cs = kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(server).Addr(), apiserver.Admin))
-	}
-	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
+	list, err := adminClient(server).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func converge(ctx context.Context, inf *informer, server int, ns string, timeout
 func namespace(t *testing.T, server int, name string, n int) string {
 	t.Helper()
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(server).Addr(), apiserver.Admin))
+	cs := adminClient(server)
 	ns := fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1_000_000)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -357,8 +358,6 @@ func configMap(name string, gen int) *corev1.ConfigMap {
 // writer creates, updates and deletes ConfigMaps in a namespace at a steady pace, through one
 // server directly (never through the fault proxy).
 type writer struct {
-	server   int
-	ns       string
 	cancel   context.CancelFunc
 	done     chan struct{}
 	mu       sync.Mutex
@@ -369,8 +368,8 @@ type writer struct {
 
 func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{server: server, ns: ns, cancel: cancel, done: make(chan struct{})}
-	clients := map[int]kubernetes.Interface{}
+	w := &writer{cancel: cancel, done: make(chan struct{})}
+	cms := adminClient(server).CoreV1().ConfigMaps(ns)
 	go func() {
 		defer close(w.done)
 		rng := rand.New(rand.NewPCG(seed, seed))
@@ -383,14 +382,7 @@ func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Du
 				return
 			case <-tick.C:
 			}
-			srv := w.server
-			cs, ok := clients[srv]
-			if !ok {
-				cs = kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(srv).Addr(), apiserver.Admin))
-				clients[srv] = cs
-			}
 			name := fmt.Sprintf("w-%d", rng.IntN(12))
-			cms := cs.CoreV1().ConfigMaps(ns)
 			var err error
 			_, exists := gen[name]
 			switch {

@@ -70,9 +70,7 @@ func TestRandomCuts(t *testing.T) {
 // of response bytes: mid-LIST body. Deterministic for a given seed: byte counts, not timing.
 func TestListBodyCuts(t *testing.T) {
 	sharedCluster(t)
-	prev := clientfeatures.FeatureGates()
-	clientfeatures.ReplaceFeatureGates(watchListGate{Gates: prev, enabled: false})
-	t.Cleanup(func() { clientfeatures.ReplaceFeatureGates(prev) })
+	disableWatchList(t)
 	stockAndKretry(t, func(t *testing.T, withKretry bool) figure {
 		ns := namespace(t, serverA, "listcuts", 60)
 		p := newProxy(t, 6, serverA)
@@ -90,6 +88,14 @@ func TestListBodyCuts(t *testing.T) {
 		wantFetches(t, withKretry, f, 1, "a LIST broken mid-body is retried inside kretry")
 		return f
 	})
+}
+
+// disableWatchList turns client-go's WatchListClient gate off for the test: informers start
+// with a LIST.
+func disableWatchList(t *testing.T) {
+	prev := clientfeatures.FeatureGates()
+	clientfeatures.ReplaceFeatureGates(watchListGate{Gates: prev, enabled: false})
+	t.Cleanup(func() { clientfeatures.ReplaceFeatureGates(prev) })
 }
 
 // watchListGate overrides client-go's WatchListClient feature gate.
@@ -145,9 +151,7 @@ func holdSlot(n int) (stop func() int) {
 // before v0.35 and those that disable watch-list do.
 func Test429Burst(t *testing.T) {
 	sharedCluster(t)
-	prev := clientfeatures.FeatureGates()
-	clientfeatures.ReplaceFeatureGates(watchListGate{Gates: prev, enabled: false})
-	t.Cleanup(func() { clientfeatures.ReplaceFeatureGates(prev) })
+	disableWatchList(t)
 	stockAndKretry(t, func(t *testing.T, withKretry bool) figure {
 		ns := namespace(t, serverA, "burst", 40)
 		p := newProxy(t, 2, serverLimited)
@@ -178,7 +182,7 @@ func Test504TooLarge(t *testing.T) {
 		ns := namespace(t, serverA, "toolarge", 5)
 		p := newProxy(t, 3, serverLagging)
 		c := newClient(p.Addr(), apiserver.Admin, withKretry)
-		adminA := kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(serverA).Addr(), apiserver.Admin))
+		adminA := adminClient(serverA)
 		failed := 0
 		var slowest time.Duration
 		for round := range 3 {
@@ -207,20 +211,26 @@ func Test504TooLarge(t *testing.T) {
 	})
 }
 
+// serverARestartedAtCleanup is server A, started again when the test ends if it left A down.
+func serverARestartedAtCleanup(t *testing.T) *apiserver.Server {
+	a := cluster.Server(serverA)
+	t.Cleanup(func() {
+		if !a.Running() {
+			if err := a.Start(context.Background()); err != nil {
+				t.Errorf("restart A: %v", err)
+			}
+		}
+	})
+	return a
+}
+
 // TestFailover: the proxy routes to A and fails over to C; A is killed (SIGKILL) mid-watch,
 // its connections reset, and the informer's next connection lands on C.
 func TestFailover(t *testing.T) {
 	sharedCluster(t)
 	stockAndKretry(t, func(t *testing.T, withKretry bool) figure {
 		ctx := context.Background()
-		a := cluster.Server(serverA)
-		t.Cleanup(func() {
-			if !a.Running() {
-				if err := a.Start(ctx); err != nil {
-					t.Errorf("restart A: %v", err)
-				}
-			}
-		})
+		a := serverARestartedAtCleanup(t)
 		ns := namespace(t, serverC, "failover", 40)
 		p := newProxy(t, 4, serverA, serverC)
 		w := startWriter(t, serverC, ns, 4, 100*time.Millisecond)
@@ -248,14 +258,7 @@ func TestRestart410(t *testing.T) {
 	sharedCluster(t)
 	stockAndKretry(t, func(t *testing.T, withKretry bool) figure {
 		ctx := context.Background()
-		a := cluster.Server(serverA)
-		t.Cleanup(func() {
-			if !a.Running() {
-				if err := a.Start(ctx); err != nil {
-					t.Errorf("restart A: %v", err)
-				}
-			}
-		})
+		a := serverARestartedAtCleanup(t)
 		ns := namespace(t, serverA, "restart", 40)
 		p := newProxy(t, 5, serverA)
 		w := startWriter(t, serverC, ns, 5, 100*time.Millisecond)

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kretry/kretry/internal/apiserver"
@@ -44,7 +43,7 @@ func TestRawWatchCuts(t *testing.T) {
 	w := startWriter(t, serverA, ns, 7, 100*time.Millisecond)
 	time.Sleep(time.Second) // the watchers start behind the writer: their first events come from the watch cache
 
-	admin := kubernetes.NewForConfigOrDie(cluster.ConfigFor(cluster.Server(serverA).Addr(), apiserver.Admin))
+	admin := adminClient(serverA)
 	list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
 	if err != nil {
 		t.Fatal(err)
@@ -288,52 +287,16 @@ func (rw *rawWatcher) run(rv string) {
 		for {
 			select {
 			case <-rw.stop:
-				w.Stop()
-				for deadline := time.After(10 * time.Second); ; {
-					select {
-					case _, ok := <-w.ResultChan():
-						if !ok {
-							rw.mu.Lock()
-							rw.stoppedClean = true
-							rw.mu.Unlock()
-							return
-						}
-					case <-deadline:
-						return
-					}
-				}
+				rw.stopWatch(w)
+				return
 			case ev, ok := <-w.ResultChan():
-				rw.mu.Lock()
 				if !ok {
-					c := rawClose{At: time.Since(rw.began), Events: len(rw.events)}
-					for i := len(rw.events) - 1; i >= 0; i-- {
-						if rw.events[i].RV > 0 {
-							c.LastRV = rw.events[i].RV
-							break
-						}
+					if lastRV := rw.recordClose(); lastRV > 0 {
+						rv = strconv.FormatUint(lastRV, 10)
 					}
-					rw.closes = append(rw.closes, c)
-					if c.LastRV > 0 {
-						rv = strconv.FormatUint(c.LastRV, 10)
-					}
-					rw.mu.Unlock()
 					break stream
 				}
-				e := rawEvent{Type: ev.Type, At: time.Since(rw.began)}
-				switch o := ev.Object.(type) {
-				case *corev1.ConfigMap:
-					e.Name, e.Gen = o.Name, o.Data["gen"]
-					if e.RV, err = strconv.ParseUint(o.ResourceVersion, 10, 64); err != nil {
-						e.Err = fmt.Sprintf("resourceVersion %q", o.ResourceVersion)
-					}
-				case *metav1.Status:
-					e.Err = fmt.Sprintf("%d %s: %s", o.Code, o.Reason, o.Message)
-					gone = gone || o.Code == 410
-				default:
-					e.Err = fmt.Sprintf("object %T", ev.Object)
-				}
-				rw.events = append(rw.events, e)
-				rw.mu.Unlock()
+				gone = rw.recordEvent(ev) || gone
 			}
 		}
 		if !rw.reopen || gone { // a 410 would come back on every re-watch from the same RV
@@ -341,6 +304,62 @@ func (rw *rawWatcher) run(rv string) {
 			return
 		}
 	}
+}
+
+// stopWatch stops w and waits up to 10s for its channel to close (noted as stoppedClean).
+func (rw *rawWatcher) stopWatch(w watch.Interface) {
+	w.Stop()
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				rw.mu.Lock()
+				rw.stoppedClean = true
+				rw.mu.Unlock()
+				return
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// recordClose notes an early close of the channel and returns the RV of the last event with
+// one (0: none).
+func (rw *rawWatcher) recordClose() uint64 {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	c := rawClose{At: time.Since(rw.began), Events: len(rw.events)}
+	for i := len(rw.events) - 1; i >= 0; i-- {
+		if rw.events[i].RV > 0 {
+			c.LastRV = rw.events[i].RV
+			break
+		}
+	}
+	rw.closes = append(rw.closes, c)
+	return c.LastRV
+}
+
+// recordEvent appends ev and reports whether it is an ERROR event 410.
+func (rw *rawWatcher) recordEvent(ev watch.Event) (gone bool) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	e := rawEvent{Type: ev.Type, At: time.Since(rw.began)}
+	switch o := ev.Object.(type) {
+	case *corev1.ConfigMap:
+		e.Name, e.Gen = o.Name, o.Data["gen"]
+		var err error
+		if e.RV, err = strconv.ParseUint(o.ResourceVersion, 10, 64); err != nil {
+			e.Err = fmt.Sprintf("resourceVersion %q", o.ResourceVersion)
+		}
+	case *metav1.Status:
+		e.Err = fmt.Sprintf("%d %s: %s", o.Code, o.Reason, o.Message)
+		gone = o.Code == 410
+	default:
+		e.Err = fmt.Sprintf("object %T", ev.Object)
+	}
+	rw.events = append(rw.events, e)
+	return gone
 }
 
 func errorEvents(evs []rawEvent) int {

@@ -154,6 +154,20 @@ func (s seen) expect(want ...watch.EventType) error {
 	return nil
 }
 
+// expectError fails unless the watch delivered an ERROR event with Status code (after says
+// when, for the error).
+func (s seen) expectError(code int32, after string) error {
+	if s.errorStatus == nil || s.errorStatus.Code != code {
+		return fmt.Errorf("want an ERROR event %d%s, got %v (%v)", code, after, s, s.errorStatus)
+	}
+	return nil
+}
+
+// watchFrom is a watch from rv with bookmarks, which the server ends after watchSeconds.
+func watchFrom(rv string) metav1.ListOptions {
+	return metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds)}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func int64ptr(n int) *int64 { v := int64(n); return &v }

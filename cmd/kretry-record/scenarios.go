@@ -113,9 +113,7 @@ func watchChurn(encoding string) func(context.Context, *env) (*fixture.File, err
 		}
 		rec := &fixture.Recorder{}
 		cs := e.recorded(serverDefault, apiserver.Admin, encoding, rec)
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-			ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds),
-		})
+		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, watchFrom(rv))
 		if err != nil {
 			return nil, err
 		}
@@ -189,9 +187,7 @@ func watchRV0(ctx context.Context, e *env) (*fixture.File, error) {
 	}
 	rec := &fixture.Recorder{}
 	cs := e.recorded(serverDefault, apiserver.Admin, JSON, rec)
-	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-		ResourceVersion: "0", AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds),
-	})
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, watchFrom("0"))
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +218,8 @@ func watchListTooLarge(ctx context.Context, e *env) (*fixture.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := drain(w)
-	if s.errorStatus == nil || s.errorStatus.Code != http.StatusGatewayTimeout {
-		return nil, fmt.Errorf("want an ERROR event 504, got %v (%v)", s, s.errorStatus)
+	if err := drain(w).expectError(http.StatusGatewayTimeout, ""); err != nil {
+		return nil, err
 	}
 	return &fixture.File{Exchanges: rec.Exchanges()}, nil
 }
@@ -236,7 +231,7 @@ func watchFutureRV(ctx context.Context, e *env) (*fixture.File, error) {
 	}
 	rec := &fixture.Recorder{}
 	cs := e.recorded(serverDefault, apiserver.Admin, JSON, rec)
-	w, err := rawWatch(ctx, cs, ns, metav1.ListOptions{ResourceVersion: tooLargeRV, AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds)})
+	w, err := rawWatch(ctx, cs, ns, watchFrom(tooLargeRV))
 	if err != nil {
 		return nil, err
 	}
@@ -317,17 +312,26 @@ func (e *env) compactAfterWrites(ctx context.Context, ns string, seedCount int) 
 	if err != nil {
 		return "", err
 	}
-	if err := e.churn(ctx, serverNoCache, ns, "pre"); err != nil {
+	if err := e.churnAndCompact(ctx, ns, rv); err != nil {
 		return "", err
+	}
+	return rv, nil
+}
+
+// churnAndCompact writes through the server without a watch cache, then compacts etcd at its
+// current revision, which must be past rv unless rv is "".
+func (e *env) churnAndCompact(ctx context.Context, ns, rv string) error {
+	if err := e.churn(ctx, serverNoCache, ns, "pre"); err != nil {
+		return err
 	}
 	rev, err := e.cluster.EtcdRevision(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if rev <= atoi64(rv) {
-		return "", fmt.Errorf("etcd revision %d not past %s", rev, rv)
+	if rv != "" && rev <= atoi64(rv) {
+		return fmt.Errorf("etcd revision %d not past %s", rev, rv)
 	}
-	return rv, e.cluster.CompactEtcd(ctx, rev)
+	return e.cluster.CompactEtcd(ctx, rev)
 }
 
 func watchCompacted(encoding string) func(context.Context, *env) (*fixture.File, error) {
@@ -340,19 +344,7 @@ func watchCompacted(encoding string) func(context.Context, *env) (*fixture.File,
 		if err != nil {
 			return nil, err
 		}
-		rec := &fixture.Recorder{}
-		cs := e.recorded(serverNoCache, apiserver.Admin, encoding, rec)
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-			ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds),
-		})
-		if err != nil {
-			return nil, err
-		}
-		s := drain(w)
-		if s.errorStatus == nil || s.errorStatus.Code != http.StatusGone {
-			return nil, fmt.Errorf("want an ERROR event 410, got %v (%v)", s, s.errorStatus)
-		}
-		return &fixture.File{Exchanges: rec.Exchanges()}, nil
+		return e.watchGone(ctx, serverNoCache, encoding, ns, rv, "")
 	}
 }
 
@@ -391,14 +383,7 @@ func listContinueExpired(ctx context.Context, e *env) (*fixture.File, error) {
 	if first.Continue == "" {
 		return nil, errors.New("first page has no continue token")
 	}
-	if err := e.churn(ctx, serverNoCache, ns, "pre"); err != nil {
-		return nil, err
-	}
-	rev, err := e.cluster.EtcdRevision(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.cluster.CompactEtcd(ctx, rev); err != nil {
+	if err := e.churnAndCompact(ctx, ns, ""); err != nil {
 		return nil, err
 	}
 	_, err = cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 2, Continue: first.Continue})
@@ -423,17 +408,20 @@ func watchAfterRestart(ctx context.Context, e *env) (*fixture.File, error) {
 	if err := e.cluster.Server(serverDefault).Restart(ctx); err != nil {
 		return nil, err
 	}
+	return e.watchGone(ctx, serverDefault, JSON, ns, rv, " after the restart")
+}
+
+// watchGone records a watch from rv on server, drains it and wants an ERROR event 410 (after
+// says when, for the error).
+func (e *env) watchGone(ctx context.Context, server int, encoding, ns, rv, after string) (*fixture.File, error) {
 	rec := &fixture.Recorder{}
-	cs := e.recorded(serverDefault, apiserver.Admin, JSON, rec)
-	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
-		ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: int64ptr(watchSeconds),
-	})
+	cs := e.recorded(server, apiserver.Admin, encoding, rec)
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, watchFrom(rv))
 	if err != nil {
 		return nil, err
 	}
-	s := drain(w)
-	if s.errorStatus == nil || s.errorStatus.Code != http.StatusGone {
-		return nil, fmt.Errorf("want an ERROR event 410 after the restart, got %v (%v)", s, s.errorStatus)
+	if err := drain(w).expectError(http.StatusGone, after); err != nil {
+		return nil, err
 	}
 	return &fixture.File{Exchanges: rec.Exchanges()}, nil
 }
