@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kretry/kretry/internal/fixture"
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // servedBody is a response body the client side must close.

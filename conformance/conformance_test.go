@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"k8s.io/klog/v2"
 
-	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/transport"
 )
 

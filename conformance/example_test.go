@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/conformance"
-	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/transport"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/internal/fixture"
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // DefaultTimeout bounds one scenario run when Options.Timeout is zero. A transport that

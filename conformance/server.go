@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kretry/kretry/internal/fixture"
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // baseURL is the replayed server's address; no request ever leaves the process.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kretry/kretry/internal/fixture"
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // watchSource is the recorded watch a scenario replays, split into events.

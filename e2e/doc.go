@@ -1,6 +1,6 @@
 // Package e2e holds the end-to-end suite (build tag e2e, package e2e_test): a real
-// kube-apiserver v1.37.2 on etcd (internal/apiserver), reached through a loopback fault proxy
-// (internal/faultproxy), with a writer changing ConfigMaps, and a stock client-go ConfigMap
+// kube-apiserver v1.37.2 on etcd (internal/harness/apiserver), reached through a loopback fault proxy
+// (internal/harness/faultproxy), with a writer changing ConfigMaps, and a stock client-go ConfigMap
 // informer run twice per fault type: without kretry, and with
 // cfg.Wrap(transport.Wrapper(transport.Config{})). One scenario (raw-watch-cuts) runs raw
 // clientset Watches instead, the `kubectl get -w` pattern, stock and kretry side by side from

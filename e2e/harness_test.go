@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kretry/kretry/internal/apiserver"
-	"github.com/kretry/kretry/internal/faultproxy"
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/faultproxy"
 	"github.com/kretry/kretry/transport"
 )
 

@@ -14,8 +14,8 @@ import (
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kretry/kretry/internal/apiserver"
-	"github.com/kretry/kretry/internal/faultproxy"
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
 const convergeTimeout = 60 * time.Second

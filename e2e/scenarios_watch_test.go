@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/kretry/kretry/internal/apiserver"
-	"github.com/kretry/kretry/internal/faultproxy"
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
 // rawWatchTimeoutSeconds is the timeoutSeconds of every raw watch: longer than the scenario, so

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/listretry"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // cutOnce is a RoundTripper whose first answer breaks halfway through its

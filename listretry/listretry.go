@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/kretry/kretry/internal/establish"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // DefaultBufferSize is how much of a LIST body is held back by default.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/jarcoal/httpmock"
 
-	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/listretry"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 const listURL = "http://k8s.test/api/v1/namespaces/ns/pods?continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ&limit=500&resourceVersion=42"

@@ -3,7 +3,7 @@ package transport
 import (
 	"time"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // Config tunes kretry. The zero Config is the recommended setup; every zero

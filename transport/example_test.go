@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/transport"
 )
 

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/transport"
 )
 

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	restclientwatch "k8s.io/client-go/rest/watch"
 
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/watchretry"
 )
 

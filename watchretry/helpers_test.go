@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/watchretry"
 )
 

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/transport"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/frame"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // state is where a resuming stream is in its life. Read drives it: each

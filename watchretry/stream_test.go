@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/watchretry"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/frame"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // DefaultMaxInvalidFrames bounds the resumes at one resourceVersion after an

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kretry/kretry/internal/demoserver"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/transport"
 )
 

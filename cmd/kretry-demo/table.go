@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kretry/kretry/internal/demoserver"
+	"github.com/kretry/kretry/internal/harness/demoserver"
 )
 
 // printTable writes the final comparison: one row per measure, one column per informer.

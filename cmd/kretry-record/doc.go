@@ -1,6 +1,6 @@
-// Command kretry-record drives a real kube-apiserver v1.37.2 (started with internal/apiserver)
+// Command kretry-record drives a real kube-apiserver v1.37.2 (started with internal/harness/apiserver)
 // through scripted scenarios and writes what went over the wire to conformance/testdata/, one
-// internal/fixture JSON file per scenario.
+// internal/harness/fixture JSON file per scenario.
 //
 // Usage (needs `make apiserver` first; `make record` does both):
 //

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kretry/kretry/internal/apiserver"
-	"github.com/kretry/kretry/internal/fixture"
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 func main() {
@@ -91,7 +91,7 @@ func run(out, only string, verbose bool) error {
 const indexHeader = `# Recorded fixtures
 
 Recorded from a real kube-apiserver v1.37.2 on etcd v3.7.0 by ` + "`make record`" + ` (cmd/kretry-record),
-which rewrites every file here, this one included. Format: internal/fixture (doc.go).
+which rewrites every file here, this one included. Format: internal/harness/fixture (doc.go).
 
 | file | exchanges (status, response Content-Type, body chunks) |
 |---|---|

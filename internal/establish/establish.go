@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/kretry/kretry/internal/status"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // errGiveUp tells the ErrorHandler that the policy declined to retry a

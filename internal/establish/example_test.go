@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/establish"
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // flaky answers its first attempt with 503 and every later one with 200.

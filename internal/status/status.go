@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // BodyLimit bounds how much of an error answer is read to find its Status.

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kretry/kretry/internal/apiserver"
+	"github.com/kretry/kretry/internal/harness/apiserver"
 )
 
 // Start a cluster of two kube-apiservers, one in request-limit mode, and list as the limited user.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 const maxDuration = time.Duration(1<<63 - 1)

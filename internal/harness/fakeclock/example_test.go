@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kretry/kretry/internal/fakeclock"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 )
 
 // Sleep returns at once, advancing virtual time and recording the wait;

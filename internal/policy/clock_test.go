@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 func TestRealClockSleepEndsWithContext(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/kretry/kretry/internal/faultproxy"
+	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
 // Put a proxy in front of a server and cut every connection after 5 response bytes.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // A tracker follows one request: each outcome gets a decision, and the

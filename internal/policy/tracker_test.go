@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/internal/fakeclock"
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 var epoch = time.Date(2026, 11, 30, 16, 0, 0, 0, time.UTC)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kretry/kretry/policy"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 func TestClassifyStatus(t *testing.T) {
