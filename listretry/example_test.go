@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/kretry/kretry/listretry"
 	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/listretry"
 )
 
 // cutOnce is a RoundTripper whose first answer breaks halfway through its

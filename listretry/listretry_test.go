@@ -15,8 +15,8 @@ import (
 	"github.com/jarcoal/httpmock"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
-	"github.com/kretry/kretry/listretry"
 	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/listretry"
 )
 
 const listURL = "http://k8s.test/api/v1/namespaces/ns/pods?continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ&limit=500&resourceVersion=42"

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/kretry/kretry/internal/status"
 	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/internal/status"
 )
 
 // errGiveUp tells the ErrorHandler that the policy declined to retry a
