@@ -104,10 +104,11 @@ func (e *unknownTypeError) Error() string { return "unknown watch event type " +
 type Event struct {
 	// Type is the event type; always one of the EventType constants.
 	Type EventType
-	// ResourceVersion is object.metadata.resourceVersion: never empty for a
-	// non-ERROR event, always nil for an ERROR event (a Status is no resume
-	// point). It aliases memory owned by the Scanner and is valid until the
-	// next call to Next.
+	// ResourceVersion is object.metadata.resourceVersion. It is empty for an
+	// object that carries none (aggregated and virtual APIs may send such
+	// events; client-go decodes them) and always nil for an ERROR event (a
+	// Status is no resume point). It aliases memory owned by the Scanner and
+	// is valid until the next call to Next.
 	ResourceVersion []byte
 	// InitialEventsEnd reports a BOOKMARK whose object is annotated
 	// k8s.io/initial-events-end: "true", the end of a streaming list.
@@ -159,8 +160,7 @@ type Frame struct {
 var ErrFrameTooLarge = errors.New("watch frame larger than the limit")
 
 // InvalidFrameError is the error Next returns for a whole frame that is not a
-// valid watch event: one that client-go's watch decoder would reject, or that
-// carries no resourceVersion to resume from.
+// valid watch event: one that client-go's watch decoder would reject.
 type InvalidFrameError struct {
 	// Encoding is the stream's encoding.
 	Encoding Encoding

@@ -326,8 +326,6 @@ func compareWithOracle(t testing.TB, enc Encoding, stream []byte) {
 			case w.objectErr != nil:
 			case !errors.As(err, &invalid):
 				t.Fatalf("frame %d: scanner: %v; client-go decoded %+v", i, err, w)
-			case w.typ != "ERROR" && w.rv == "" && errors.Is(err, errNoRV):
-				// Stricter: no resume point.
 			case errors.Is(err, errEnvelopeTypeMeta) && envelopeHasTypeMeta(stream[invalid.Offset:]):
 				// Stricter: client-go would look the envelope's kind up.
 			default:

@@ -145,9 +145,6 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if err := p.walk(msgObject, p.object); err != nil {
 		return err
 	}
-	if len(p.rv) == 0 {
-		return errNoRV
-	}
 	ev.setResumePoint(p.rv, p.eventsEnd)
 	return nil
 }
