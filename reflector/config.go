@@ -38,16 +38,21 @@ type Config struct {
 
 	// WatchList fetches the initial state with a streaming list (a WATCH with
 	// sendInitialEvents=true, ended by the k8s.io/initial-events-end bookmark) instead of a
-	// LIST. The reflector falls back to LIST for good when the server or the ListerWatcher
-	// does not support it.
+	// LIST. The reflector uses LIST for good when the ListerWatcher does not support
+	// watch-lists or the server refuses one (400, 405 or 422). A watch-list that misses for
+	// another reason (its timeout reached before the initial-events-end bookmark, or an
+	// answer such as 401 or 403) is replaced by a LIST that once, as client-go does, and
+	// the next fetch tries a watch-list again.
 	WatchList bool
 
 	// MaxRelistBackoff caps the wait between relists when 410s repeat without a watch
-	// delivering events in between. 0 means 60 seconds.
+	// delivering an ADDED, MODIFIED or DELETED event in between (bookmarks do not count).
+	// 0 means 60 seconds.
 	MaxRelistBackoff time.Duration
 
-	// Clock measures watch durations and times waits and resyncs. nil means the real clock;
-	// tests use k8s.io/utils/clock/testing.FakeClock.
+	// Clock measures watch durations and times waits and resyncs. It is client-go's clock
+	// abstraction, k8s.io/utils/clock; nil means clock.RealClock, and tests use
+	// k8s.io/utils/clock/testing.FakeClock.
 	Clock clock.WithTicker
 
 	// Rand returns a number in [0, 1) for jitter and watch timeouts. nil means

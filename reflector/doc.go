@@ -8,7 +8,9 @@
 //   - fetch the initial state: a LIST with client-go's pager (500 per page, one full LIST
 //     when a continue token expires; the first one at RV "0", served from the watch cache),
 //     or, with Config.WatchList, a streaming list ended by the k8s.io/initial-events-end
-//     bookmark; then Replace the store with it;
+//     bookmark (a LIST instead: for good when the server refuses watch-lists, for that one
+//     fetch when a watch-list misses otherwise, e.g. reaches its timeout before that
+//     bookmark); then Replace the store with it;
 //   - WATCH from there with bookmarks and a random 5–10 minute timeout, apply every event to
 //     the store, move the resourceVersion (RV) with every event and bookmark, and re-watch
 //     from the last RV when the watch ends at its timeout;
@@ -16,7 +18,8 @@
 //     the last RV first (resourceVersionMatch=NotOlderThan, said out loud so that paging
 //     can stay on), at "" (most recent) if that is gone too. 410s in a row back off (1s
 //     doubling to Config.MaxRelistBackoff, jittered); only a watch that delivered events
-//     resets the count, so a 410 storm costs a bounded LIST rate;
+//     (ADDED, MODIFIED, DELETED; bookmarks do not count) resets the count, so a 410 storm
+//     costs a bounded LIST rate;
 //   - every Config.ResyncPeriod, counted from the end of the last successful fetch, call
 //     store.Resync (no API request).
 //

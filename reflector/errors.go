@@ -18,6 +18,13 @@ func isGone(err error) bool {
 		apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
 }
 
+// refusesWatchList reports whether err is a server saying that it does not serve
+// watch-lists here: 422 or 400 (sendInitialEvents or resourceVersionMatch not allowed on a
+// watch: a server without the WatchList feature) or 405 (the resource cannot be watched).
+func refusesWatchList(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err)
+}
+
 // isTransient reports whether a failure is one a kretry transport absorbs, so seeing it
 // means the transport is not installed (or gave up).
 func isTransient(o outcome) bool {

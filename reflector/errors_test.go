@@ -22,6 +22,8 @@ func TestClassify(t *testing.T) {
 		gone      bool
 		transient bool
 	}{
+		{"400", apierrors.NewBadRequest("x"), false, false},
+		{"405", apierrors.NewMethodNotSupported(configMaps, "watch"), false, false},
 		{"410 Expired", apierrors.NewResourceExpired("too old"), true, false},
 		{"410 Gone", apierrors.NewGone("gone"), true, false},
 		{"ResourceVersionTooLarge", tooLarge, true, true},
@@ -50,6 +52,26 @@ func TestClassify(t *testing.T) {
 				t.Errorf("isTransient = %v, want %v", got, tc.transient)
 			}
 		})
+	}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		refuses bool
+	}{
+		{"422", apierrors.NewInvalid(configMaps.WithVersion("v1").GroupVersion().WithKind("ListOptions").GroupKind(), "", nil), true},
+		{"400", apierrors.NewBadRequest("sendInitialEvents"), true},
+		{"405", apierrors.NewMethodNotSupported(configMaps, "watch"), true},
+		{"wrapped 422", fmt.Errorf("watch: %w", apierrors.NewInvalid(configMaps.WithVersion("v1").GroupVersion().WithKind("X").GroupKind(), "", nil)), true},
+		{"401", apierrors.NewUnauthorized("expired"), false},
+		{"403", apierrors.NewForbidden(configMaps, "", errors.New("no")), false},
+		{"404", apierrors.NewNotFound(configMaps, "x"), false},
+		{"410", apierrors.NewResourceExpired("x"), false},
+		{"500", apierrors.NewInternalError(errors.New("x")), false},
+		{"EOF", io.EOF, false},
+	} {
+		if got := refusesWatchList(tc.err); got != tc.refuses {
+			t.Errorf("%s: refusesWatchList = %v, want %v", tc.name, got, tc.refuses)
+		}
 	}
 	if !isTransient(outcome{result: broke, err: errors.New("stream ended early")}) {
 		t.Errorf("a broken stream is transient")

@@ -18,7 +18,7 @@ import (
 // fetch is stepFetch: get the whole collection at s.from and Replace the store with it.
 func (r *Reflector) fetch(ctx context.Context, s state) outcome {
 	r.lists.Add(1)
-	if s.watchList {
+	if s.byWatchList() {
 		return r.fetchByWatchList(ctx, s.from)
 	}
 	return r.fetchByList(ctx, s.from)
@@ -66,9 +66,10 @@ func (r *Reflector) fetchByList(ctx context.Context, from string) outcome {
 	return r.replace(items, listMeta.GetResourceVersion())
 }
 
-// errNoInitialEventsEnd: the server ended a watch-list at its timeout without ever saying
-// the initial state was complete; it does not do watch-lists.
-var errNoInitialEventsEnd = errors.New("watch-list ended without the " + metav1.InitialEventsAnnotationKey + " bookmark")
+// errNoInitialEventsEnd: the server ended a watch-list at its timeout before saying the
+// initial state was complete. That says the collection did not stream in time, not that
+// the server does not do watch-lists (one that does not answers 422), so it costs one LIST.
+var errNoInitialEventsEnd = errors.New("watch-list reached its timeout before the " + metav1.InitialEventsAnnotationKey + " bookmark")
 
 // fetchByWatchList streams the initial state as ADDED events until the bookmark annotated
 // k8s.io/initial-events-end, then Replaces the store at the bookmark's RV in one go. The
@@ -81,8 +82,13 @@ func (r *Reflector) fetchByWatchList(ctx context.Context, from string) outcome {
 	})
 	if err != nil {
 		o := failure(err)
-		if o.result == failed && ctx.Err() == nil && !isTransient(o) {
-			o.result = unsupported // e.g. 422: sendInitialEvents is not allowed here
+		switch {
+		case o.result != failed || ctx.Err() != nil || isTransient(o):
+			// a 410, a cancel or a transient failure: as with any fetch
+		case refusesWatchList(err):
+			o.result = unsupported
+		default:
+			o.result = listInstead
 		}
 		return o
 	}
@@ -99,7 +105,7 @@ func (r *Reflector) fetchByWatchList(ctx context.Context, from string) outcome {
 			return outcome{result: broke, err: st.brokeError(r.cfg.Clock)}
 		case !ok:
 			st.stop()
-			return outcome{result: unsupported, err: errNoInitialEventsEnd}
+			return outcome{result: listInstead, err: errNoInitialEventsEnd}
 		case ev.Type == watch.Error:
 			st.stop()
 			return failure(errorEvent(ev))

@@ -43,7 +43,8 @@ type Reflector struct {
 // Stats counts what a Reflector has done since it was created.
 type Stats struct {
 	// Lists counts initial-state fetches: one per paged LIST (however many pages it took)
-	// or watch-list. A relist that falls back from the last RV to "" counts twice.
+	// or watch-list. A relist that falls back from the last RV to "" counts twice, and so
+	// does a watch-list replaced by a LIST.
 	Lists int64
 	// Watches counts WATCH requests, watch-lists included.
 	Watches int64
@@ -160,6 +161,8 @@ func (r *Reflector) observe(ctx context.Context, s state, o outcome, next state)
 		logger.V(2).Info("Resource version is gone, relisting", "step", s.step, "rv", s.rv, "from", next.from, "wait", next.delay, "err", o.err)
 	case unsupported:
 		logger.Info("Watch-list is not supported here, using LIST from now on", "err", o.err)
+	case listInstead:
+		logger.Info("Watch-list did not deliver the initial state, using LIST this time", "err", o.err)
 	case broke, failed:
 		if !isTransient(o) {
 			logger.Error(o.err, "Reflector step failed, backing off", "step", s.step, "wait", next.delay)

@@ -200,6 +200,53 @@ func TestGoneCountResetsOnlyAfterAWatchDeliveredEvents(t *testing.T) {
 	h.expectNoTimer()
 }
 
+// TestOnlyEventsResetTheGoneCount: a watch that delivered bookmarks and nothing else has
+// not shown that the collection moved on since the last 410, so the next 410 backs off.
+func TestOnlyEventsResetTheGoneCount(t *testing.T) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", ResourceVersion: "12"}}
+	for _, tc := range []struct {
+		name    string
+		deliver func(w *watch.FakeWatcher)
+		from    string        // the relist's RV
+		wait    time.Duration // before the relist
+	}{
+		{"nothing", func(w *watch.FakeWatcher) {}, "11", 500 * time.Millisecond},
+		{"a bookmark", func(w *watch.FakeWatcher) {
+			w.Action(watch.Bookmark, bookmark("12", false))
+		}, "12", 500 * time.Millisecond},
+		{"bookmarks at the same RV and newer ones", func(w *watch.FakeWatcher) {
+			w.Action(watch.Bookmark, bookmark("11", false))
+			w.Action(watch.Bookmark, bookmark("12", false))
+			w.Action(watch.Bookmark, bookmark("13", false))
+		}, "13", 500 * time.Millisecond},
+		{"an object of an unexpected type (dropped)", func(w *watch.FakeWatcher) { w.Add(secret) }, "11", 500 * time.Millisecond},
+		{"ADDED", func(w *watch.FakeWatcher) { w.Add(cm("b", "12")) }, "12", 0},
+		{"MODIFIED", func(w *watch.FakeWatcher) { w.Modify(cm("a", "12")) }, "12", 0},
+		{"DELETED", func(w *watch.FakeWatcher) { w.Delete(cm("a", "12")) }, "12", 0},
+		{"a bookmark, then MODIFIED", func(w *watch.FakeWatcher) {
+			w.Action(watch.Bookmark, bookmark("12", false))
+			w.Modify(cm("a", "13"))
+		}, "13", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, Config{})
+			h.expectList().answer(cmList("10", "", cm("a", "10")), nil)
+			h.expectWatch().fail(errGone())
+			h.expectList().answer(cmList("11", "", cm("a", "10")), nil) // the first 410: immediate
+
+			w := h.expectWatch().stream()
+			tc.deliver(w)
+			w.Error(statusOf(errGone()))
+			if tc.wait > 0 {
+				h.wait(tc.wait) // the second 410 in a row: 1s, jittered with Rand 0
+			}
+			l := h.expectList()
+			h.expectNoTimer()
+			checkListOpts(t, l, tc.from, metav1.ResourceVersionMatchNotOlderThan, 500)
+		})
+	}
+}
+
 func TestRelistBackoffIsCappedByConfig(t *testing.T) {
 	h := start(t, Config{MaxRelistBackoff: 3 * time.Second})
 	h.expectList().answer(cmList("10", ""), nil)
@@ -323,25 +370,81 @@ func TestWatchListRelistsWithAWatchListOn410(t *testing.T) {
 	checkOps(t, h.store, "replace [a]@10", "replace []@30")
 }
 
+// TestWatchListFallsBackToList: a watch-list that does not deliver the initial state is
+// replaced by a LIST. Only a server that refuses watch-lists turns them off for good; any
+// other miss (its timeout reached before the initial-events-end bookmark, 401, 403) costs
+// one LIST, and the next fetch (after a 410) tries a watch-list again, as client-go does.
 func TestWatchListFallsBackToList(t *testing.T) {
-	t.Run("rejected", func(t *testing.T) {
-		h := start(t, Config{WatchList: true})
-		h.expectWatch().fail(apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind(), "",
-			nil))
-		checkListOpts(t, h.expectList(), "", "", 500)
-		h.expectNoTimer()
-		if h.logs.count("not supported") != 1 {
-			t.Fatalf("fallback not logged: %v", h.logs.lines)
-		}
-	})
-	t.Run("no initial-events-end bookmark", func(t *testing.T) {
-		h := start(t, Config{WatchList: true})
-		w := h.expectWatch().stream()
-		w.Add(cm("a", "5"))
-		h.endCleanly(w, defaultTimeout)
-		h.expectList().answer(cmList("10", ""), nil)
-		checkWatchOpts(t, h.expectWatch(), "10")
-	})
+	invalid := apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind(), "", nil)
+	answerWith := func(err error) func(*harness, *watchCall) {
+		return func(_ *harness, wc *watchCall) { wc.fail(err) }
+	}
+	for _, tc := range []struct {
+		name           string
+		miss           func(*harness, *watchCall)
+		watchListAgain bool // a one-time fallback: the fetch after a 410 is a watch-list again
+	}{
+		{"refused: 422 Invalid (a server without the WatchList feature)", answerWith(invalid), false},
+		{"refused: 400 Bad Request", answerWith(apierrors.NewBadRequest("sendInitialEvents")), false},
+		{"refused: 405 Method Not Allowed", answerWith(apierrors.NewMethodNotSupported(configMaps, "watch")), false},
+		{"timeout before the initial-events-end bookmark", func(h *harness, wc *watchCall) {
+			w := wc.stream()
+			w.Add(cm("a", "5"))
+			w.Action(watch.Bookmark, bookmark("6", false)) // an ordinary bookmark is not the end
+			h.endCleanly(w, defaultTimeout)
+		}, true},
+		{"401", answerWith(apierrors.NewUnauthorized("token expired")), true},
+		{"403", answerWith(apierrors.NewForbidden(configMaps, "", errors.New("no"))), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, Config{WatchList: true})
+			wc := h.expectWatch()
+			if !ptr.Deref(wc.opts.SendInitialEvents, false) {
+				t.Fatalf("first fetch %+v, want a watch-list", wc.opts)
+			}
+			tc.miss(h, wc)
+
+			l := h.expectList() // at once, from the same RV
+			h.expectNoTimer()
+			checkListOpts(t, l, "", "", 500)
+			l.answer(cmList("10", "", cm("a", "9")), nil)
+			h.expectWatch().fail(errGone())
+
+			wantFetch := "LIST"
+			if tc.watchListAgain {
+				wantFetch = "watch-list"
+			}
+			select {
+			case wc := <-h.srv.watches:
+				if !tc.watchListAgain {
+					t.Fatalf("relist by watch-list %+v, want a LIST: watch-list is off for good", wc.opts)
+				}
+				if wc.opts.ResourceVersion != "10" || !ptr.Deref(wc.opts.SendInitialEvents, false) ||
+					wc.opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+					t.Fatalf("relist options = %+v, want a watch-list at 10", wc.opts)
+				}
+			case l := <-h.srv.lists:
+				if tc.watchListAgain {
+					t.Fatalf("relist by LIST %+v, want a watch-list: watch-list was turned off for good", l.opts)
+				}
+				checkListOpts(t, l, "10", metav1.ResourceVersionMatchNotOlderThan, 500)
+			case <-time.After(guard):
+				t.Fatalf("no relist, want a %s", wantFetch)
+			}
+			h.expectNoTimer()
+			checkOps(t, h.store, "replace [a]@10")
+			logged, notLogged := "not supported", "LIST this time"
+			if tc.watchListAgain {
+				logged, notLogged = notLogged, logged
+			}
+			if n := h.logs.count(logged); n != 1 {
+				t.Fatalf("%q logged %d times, want once:\n%v", logged, n, h.logs.lines)
+			}
+			if n := h.logs.count(notLogged); n != 0 {
+				t.Fatalf("%q logged:\n%v", notLogged, h.logs.lines)
+			}
+		})
+	}
 	t.Run("client without watch-list semantics", func(t *testing.T) {
 		srv := newFakeServer()
 		r := New(noWatchList{srv}, nil, cache.NewStore(cache.MetaNamespaceKeyFunc), Config{WatchList: true})

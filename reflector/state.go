@@ -11,7 +11,8 @@ const (
 	// state.from (a paged LIST, or a watch-list) and Replace the store with it.
 	// fetched → stepWatch at once. gone → fetch again at "" at once, or, when from was
 	// already "", back off and fetch again. failed → back off, fetch again at the same RV.
-	// unsupported (watch-list only) → fetch again at once, with a LIST.
+	// Watch-list only: unsupported → fetch again at once with a LIST, and from then on;
+	// listInstead → fetch again at once with a LIST, and by watch-list again after that.
 	stepFetch step = iota
 	// stepWatch: the store holds the collection at state.rv. WATCH from rv (or keep reading
 	// state.stream) and apply events; every event and bookmark moves rv.
@@ -39,10 +40,14 @@ type state struct {
 	rv string
 	// watchList fetches with a streaming list rather than a LIST.
 	watchList bool
+	// listOnce fetches with a LIST until one succeeds, watchList or not: the last
+	// watch-list missed for a reason that a LIST may not share.
+	listOnce bool
 	// stream is an open watch for stepWatch to keep reading: the watch-list that fetched.
 	stream *stream
 
-	// gone counts 410s in a row: only a watch that delivered events resets it.
+	// gone counts 410s in a row: only a watch that delivered events resets it, since a
+	// bookmark does not show that the collection moved on.
 	gone int
 	// failures counts failures in a row that a kretry transport would have absorbed.
 	failures int
@@ -63,20 +68,30 @@ const (
 	ended
 	// broke: the stream ended before its timeoutSeconds had elapsed.
 	broke
-	// unsupported: the watch-list cannot be used here; use LIST instead.
+	// unsupported: the server refuses watch-lists here (400, 405, 422); use LIST from now on.
 	unsupported
+	// listInstead: the watch-list did not deliver the initial state, for a reason a LIST
+	// may not share: it reached its timeout before the initial-events-end bookmark (a
+	// collection too big or a server too slow to stream it in time), or it was answered
+	// with an error that is neither transient nor a refusal (401, 403, ...). Fetch with a
+	// LIST this time; the next fetch tries a watch-list again.
+	listInstead
 )
 
 func (r result) String() string {
-	return [...]string{"none", "fetched", "gone", "failed", "ended", "broke", "unsupported"}[r]
+	return [...]string{"none", "fetched", "gone", "failed", "ended", "broke", "unsupported", "listInstead"}[r]
 }
 
 // outcome is what a step reports back.
 type outcome struct {
 	result result
 	rv     string // the RV the store is synced to now; "" leaves state.rv as it is
-	// progressed: the watch delivered at least one event after the initial state.
+	// progressed: the watch delivered at least one ADDED, MODIFIED or DELETED event that
+	// the store took, after the initial state: the collection moved on since the last 410.
 	progressed bool
+	// bookmarked: the watch delivered at least one bookmark: the connection works, but
+	// that alone is no progress past a 410.
+	bookmarked bool
 	stream     *stream // fetched by a watch-list: the open stream to keep watching
 	err        error
 }
@@ -96,6 +111,11 @@ func newPolicy(cfg Config) policy {
 	}
 }
 
+// byWatchList reports whether stepFetch fetches with a watch-list.
+func (s state) byWatchList() bool {
+	return s.watchList && !s.listOnce
+}
+
 // initial is the state a reflector starts in.
 func initial(watchList bool) state {
 	s := state{step: stepFetch, from: "0", watchList: watchList}
@@ -111,14 +131,17 @@ func (p policy) next(s state, o outcome) state {
 	if o.rv != "" || o.result == fetched {
 		s.rv = o.rv
 	}
+	if o.progressed || o.bookmarked {
+		s.failures = 0
+	}
 	if o.progressed {
-		s.gone, s.failures = 0, 0
+		s.gone = 0
 	}
 	s.delay, s.stream = 0, nil
 
 	switch o.result {
 	case fetched:
-		s.failures = 0
+		s.failures, s.listOnce = 0, false
 		s.step, s.stream = stepWatch, o.stream
 	case ended:
 		// re-watch from rv at once
@@ -127,6 +150,8 @@ func (p policy) next(s state, o outcome) state {
 		s.delay = p.transient.wait(s.failures, p.rand())
 	case unsupported:
 		s.watchList = false
+	case listInstead:
+		s.listOnce = true
 	case gone:
 		if s.step == stepFetch && s.from != "" {
 			s.from = "" // the RV we asked for is gone too: ask for the most recent

@@ -54,9 +54,21 @@ func TestTransitions(t *testing.T) {
 		{"fetch: broke (watch-list) → back off, same RV",
 			fetchAt(""), outcome{result: broke, err: errX},
 			state{step: stepFetch, from: "", rv: "10", failures: 1, delay: 400 * time.Millisecond}},
-		{"fetch: unsupported → LIST at once",
+		{"fetch: unsupported → LIST at once, and from then on",
 			with(fetchAt(""), func(s *state) { s.watchList = true }), outcome{result: unsupported},
 			state{step: stepFetch, from: "", rv: "10"}},
+		{"fetch: listInstead → LIST at once, watch-list kept for later",
+			with(fetchAt(""), func(s *state) { s.watchList = true }), outcome{result: listInstead},
+			state{step: stepFetch, from: "", rv: "10", watchList: true, listOnce: true}},
+		{"fetch by LIST once: failed → LIST again after a backoff",
+			with(fetchAt(""), func(s *state) { s.watchList, s.listOnce = true, true }), outcome{result: failed, err: errX},
+			state{step: stepFetch, from: "", rv: "10", watchList: true, listOnce: true, failures: 1, delay: 400 * time.Millisecond}},
+		{"fetch by LIST once: gone → LIST again at \"\"",
+			with(fetchAt("10"), func(s *state) { s.watchList, s.listOnce = true, true }), outcome{result: gone},
+			state{step: stepFetch, from: "", rv: "10", watchList: true, listOnce: true}},
+		{"fetch by LIST once: fetched → the next fetch is a watch-list again",
+			with(fetchAt(""), func(s *state) { s.watchList, s.listOnce = true, true }), outcome{result: fetched, rv: "20"},
+			state{step: stepWatch, from: "", rv: "20", watchList: true}},
 
 		{"watch: ended → watch again at once from the last RV",
 			watching, outcome{result: ended, rv: "15", progressed: true},
@@ -79,6 +91,12 @@ func TestTransitions(t *testing.T) {
 		{"watch: gone after events → relist at the last RV at once",
 			with(watching, func(s *state) { s.gone, s.failures = 4, 2 }), outcome{result: gone, rv: "13", progressed: true},
 			state{step: stepFetch, from: "13", rv: "13", gone: 1}},
+		{"watch: broke after only bookmarks → failures reset, 410 count kept",
+			with(watching, func(s *state) { s.gone, s.failures = 1, 3 }), outcome{result: broke, rv: "12", bookmarked: true},
+			state{step: stepWatch, from: "10", rv: "12", gone: 1, failures: 1, delay: 400 * time.Millisecond}},
+		{"watch: gone after only bookmarks → relist after a backoff: a bookmark is no progress",
+			with(watching, func(s *state) { s.gone = 1 }), outcome{result: gone, rv: "12", bookmarked: true},
+			state{step: stepFetch, from: "12", rv: "12", gone: 2, delay: 500 * time.Millisecond}},
 		{"watch: gone without events → relist after a backoff",
 			with(watching, func(s *state) { s.gone = 1 }), outcome{result: gone, rv: "10"},
 			state{step: stepFetch, from: "10", rv: "10", gone: 2, delay: 500 * time.Millisecond}},
@@ -95,5 +113,15 @@ func TestTransitions(t *testing.T) {
 				t.Fatalf("\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFetchByWatchList(t *testing.T) {
+	for _, tc := range []struct {
+		watchList, listOnce, want bool
+	}{{false, false, false}, {true, false, true}, {true, true, false}, {false, true, false}} {
+		if got := (state{watchList: tc.watchList, listOnce: tc.listOnce}).byWatchList(); got != tc.want {
+			t.Errorf("watchList %v, listOnce %v: byWatchList = %v, want %v", tc.watchList, tc.listOnce, got, tc.want)
+		}
 	}
 }

@@ -25,28 +25,36 @@ func (r *Reflector) watch(ctx context.Context, s state) outcome {
 	// A watch from "" or "0" starts with synthetic ADDED events in no RV order: only the
 	// first other event says they are over and RVs can be trusted as resume points.
 	trackRV := s.stream != nil || isSpecific(s.rv)
-	rv, progressed := s.rv, false
+	seen := outcome{rv: s.rv} // what the stream delivered so far
+	end := func(o outcome) outcome {
+		o.rv, o.progressed, o.bookmarked = seen.rv, seen.progressed, seen.bookmarked
+		return o
+	}
 	for {
 		ev, ok, err := r.nextEvent(ctx, st)
 		switch {
 		case err != nil:
-			return outcome{result: failed, rv: rv, progressed: progressed, err: err}
+			return end(outcome{result: failed, err: err})
 		case !ok && st.endedEarly(r.cfg.Clock):
-			return outcome{result: broke, rv: rv, progressed: progressed, err: st.brokeError(r.cfg.Clock)}
+			return end(outcome{result: broke, err: st.brokeError(r.cfg.Clock)})
 		case !ok:
-			return outcome{result: ended, rv: rv, progressed: progressed}
+			return end(outcome{result: ended})
 		case ev.Type == watch.Error:
-			o := failure(errorEvent(ev))
-			o.rv, o.progressed = rv, progressed
-			return o
+			return end(failure(errorEvent(ev)))
 		}
-		progressed = true
 		if ev.Type != watch.Added {
 			trackRV = true
 		}
-		if eventRV, applied := r.apply(ctx, ev); applied && trackRV && eventRV != "" {
-			rv = eventRV
-			r.synced(rv)
+		eventRV, applied := r.apply(ctx, ev)
+		switch {
+		case ev.Type == watch.Bookmark:
+			seen.bookmarked = true
+		case applied:
+			seen.progressed = true
+		}
+		if applied && trackRV && eventRV != "" {
+			seen.rv = eventRV
+			r.synced(eventRV)
 		}
 	}
 }
