@@ -1,0 +1,32 @@
+// Command kretry-proxy serves the Kubernetes API on loopback, as `kubectl proxy` does, with
+// kretry underneath: every LIST and WATCH that goes through it is retried and resumed, so that
+// kubectl, the Python client, @kubernetes/client-node or curl, pointed at it, never see a cut
+// connection, a 503 during a rolling upgrade, a 429 or an InternalError watch event that
+// kretry can absorb.
+//
+//	kretry-proxy --kubeconfig ~/.kube/config            # serves http://127.0.0.1:8001
+//	kubectl --server=http://127.0.0.1:8001 get configmaps -w -o name
+//
+// Flags:
+//
+//	--kubeconfig PATH   the cluster and credentials to use; without it, an in-process demo
+//	                    API server (ConfigMaps in namespace "demo", changing and breaking its
+//	                    clients on a seeded schedule), so that it runs on a fresh machine
+//	--context NAME      the kubeconfig context (default: its current context)
+//	--port 8001         0 picks a free port; the address is printed either way
+//	--address 127.0.0.1 a loopback address: the proxy lends its credentials to whoever
+//	                    connects, so it refuses to bind any other
+//	--accept-hosts RE   comma-separated regular expressions for the Host header's name
+//	                    (default: localhost, 127.0.0.1, ::1)
+//	--allow-upgrades    let protocol upgrades and pods' exec, attach, portforward through
+//	--read-only         refuse every method but GET
+//	--retry-gets        retry single-object GETs and discovery like LISTs (default true)
+//
+// It prints "Starting to serve on ADDRESS:PORT" as `kubectl proxy` does, serves /healthz and
+// /metrics itself, and on SIGTERM or SIGINT ends open watches cleanly and exits once the
+// requests in flight are done (at most --shutdown-timeout, 10s).
+//
+// The handler is k8s.io/kubectl/pkg/proxy's, so answers are those of `kubectl proxy`; see
+// package proxy for why, and for the checks in front of it. This command is a module of its
+// own so that k8s.io/kubectl stays out of the library's go.mod.
+package main

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubectlproxy "k8s.io/kubectl/pkg/proxy"
+
+	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
+	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/transport"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "kretry-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	kubeconfig      string
+	context         string
+	port            int
+	address         string
+	acceptHosts     string
+	allowUpgrades   bool
+	readOnly        bool
+	retryGets       bool
+	shutdownTimeout time.Duration
+	demoFaultRate   float64
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("kretry-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default: an in-process demo server)")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
+	fs.IntVar(&o.port, "port", 8001, "port to serve on (0: a free one)")
+	fs.StringVar(&o.address, "address", "127.0.0.1", "loopback address to serve on")
+	fs.StringVar(&o.acceptHosts, "accept-hosts", proxy.DefaultAcceptHosts, "comma-separated regular expressions for accepted Host header names")
+	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let protocol upgrades and pods' exec, attach and portforward through")
+	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET")
+	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry single-object GETs and discovery like LISTs")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
+	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "demo server only: fault scenarios per second per client")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.context != "" && o.kubeconfig == "" {
+		return o, errors.New("--context needs --kubeconfig")
+	}
+	if !isLoopback(o.address) {
+		return o, fmt.Errorf("--address %s is not a loopback address: the proxy lends its credentials to whoever connects", o.address)
+	}
+	return o, nil
+}
+
+// isLoopback reports whether address is "localhost" or a loopback IP.
+func isLoopback(address string) bool {
+	if address == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(address)
+	return ip != nil && ip.IsLoopback()
+}
+
+// run serves until ctx ends, then shuts down gracefully. ready, if set, receives the address
+// served on once it accepts connections (for tests).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, closeTarget, err := target(o, stdout)
+	if err != nil {
+		return err
+	}
+	defer closeTarget()
+	hosts, err := kubectlproxy.MakeRegexpArray(o.acceptHosts)
+	if err != nil {
+		return fmt.Errorf("--accept-hosts: %w", err)
+	}
+	srv, err := proxy.New(cfg, proxy.Options{
+		AcceptHosts:   hosts,
+		AllowUpgrades: o.allowUpgrades,
+		ReadOnly:      o.readOnly,
+		Transport:     transport.Config{RetryGets: o.retryGets},
+		ErrorLog:      log.New(stderr, "kretry-proxy: ", log.LstdFlags),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.address, strconv.Itoa(o.port)))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Starting to serve on %s\n", ln.Addr())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stderr, "kretry-proxy: shutting down: ending open watches, waiting for requests in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return <-served
+}
+
+// target is the cluster of the kubeconfig, or an in-process demo server.
+func target(o options, stdout io.Writer) (*rest.Config, func(), error) {
+	if o.kubeconfig == "" {
+		kinds := make([]demoserver.FaultKind, 0, len(demoserver.AllFaults))
+		for _, kind := range demoserver.AllFaults {
+			// A 410 is the one fault kretry rightly hands over: it would end `kubectl get -w`.
+			if kind != demoserver.Compaction {
+				kinds = append(kinds, kind)
+			}
+		}
+		server := demoserver.Start(demoserver.Config{FaultRate: o.demoFaultRate, Seed: 1, FaultKinds: kinds})
+		fmt.Fprintf(stdout, "no --kubeconfig: serving an in-process demo API server (%s): ConfigMaps in namespace %q, changing, %.2g faults/s per client\n",
+			server.URL(), server.Namespace(), o.demoFaultRate)
+		return server.RESTConfig("kretry-proxy"), server.Close, nil
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	return cfg, func() {}, nil
+}

@@ -1,0 +1,41 @@
+// Package proxy serves the Kubernetes API on loopback with kretry underneath, for clients
+// that are not written in Go: kubectl, the Python client, @kubernetes/client-node, curl.
+//
+// The API handler is the one `kubectl proxy` serves, k8s.io/kubectl/pkg/proxy's
+// NewProxyHandler (apimachinery's UpgradeAwareHandler over httputil.ReverseProxy), built on a
+// copy of the caller's rest.Config wrapped with transport.Wrapper. It was chosen over wiring
+// apimachinery's handler by hand because it is what users already run: the same path
+// handling, the same forwarding of upgrades, the same credentials handling through
+// rest.TransportFor, and so the same answers, with kretry as the only difference. Its
+// FilterServer is not used: the checks in front of it are this package's own (see below),
+// because they answer with a Status the clients can print, accept an IPv6 loopback Host with a
+// port (FilterServer's extractHost strips the brackets its own default pattern expects), and
+// add what FilterServer has no notion of: upgrades, Origin and read-only.
+//
+// What reaches the API server, and how:
+//   - Every method is passed through; only GET (LIST and WATCH, and single-object GET with
+//     transport.Config.RetryGets) is ever retried, by kretry, as in the library.
+//   - Streaming is passed through as it arrives: kretry's resuming watch body hands over one
+//     whole event per Read and httputil.ReverseProxy flushes after every write to a response
+//     of unknown length, so each event reaches the client (HTTP/1.1 chunked) as soon as the
+//     API server (HTTP/2 over TLS) sent it.
+//   - A client that goes away cancels the upstream request at once (the request's context).
+//   - The proxy's credentials are used for every request and never logged; an Authorization
+//     header sent by a client is dropped.
+//
+// Checks, in this order, each answered with a Status:
+//   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too.
+//   - An Origin header whose host is not accepted either (a web page posting to the proxy): 403.
+//   - A protocol upgrade, or the exec, attach and portforward subresources, unless
+//     Options.AllowUpgrades: 403.
+//   - With Options.ReadOnly, any method but GET: 405.
+//
+// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics (Prometheus
+// text: requests served and sent upstream by class and code, refusals, open watches) itself;
+// the API server's own /healthz and /metrics are not reachable through it (its /livez and
+// /readyz are).
+//
+// Shutdown ends open watches cleanly: each watch's context is cancelled, kretry's body then
+// reports a clean end after the last whole event, and the client sees its response end as if
+// the server had ended the watch. Other requests in flight are left to finish.
+package proxy

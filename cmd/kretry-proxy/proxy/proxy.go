@@ -1,0 +1,199 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+	kubectlproxy "k8s.io/kubectl/pkg/proxy"
+
+	"github.com/kretry/kretry/transport"
+)
+
+// DefaultAcceptHosts are the Host header names accepted by default: the loopback names, as
+// `kubectl proxy` accepts them ("::1" is matched without its brackets).
+const DefaultAcceptHosts = `^localhost$,^127\.0\.0\.1$,^::1$`
+
+// Options tunes a Server. The zero Options is the safe default: loopback Host names only, no
+// upgrades, every method, kretry's recommended configuration.
+type Options struct {
+	// AcceptHosts match the host part of the Host header (and of an Origin header); default
+	// DefaultAcceptHosts.
+	AcceptHosts []*regexp.Regexp
+	// AllowUpgrades lets protocol upgrades through, and with them the exec, attach and
+	// portforward subresources; default off: they are refused with 403.
+	AllowUpgrades bool
+	// ReadOnly refuses every method but GET with 405.
+	ReadOnly bool
+	// Transport configures kretry; the zero value is the recommended setup.
+	Transport transport.Config
+	// Keepalive is the TCP keep-alive period of upgraded connections, as `kubectl proxy
+	// --keepalive`; default 0: the system's.
+	Keepalive time.Duration
+	// ErrorLog receives the HTTP server's own errors (never a request's credentials or body);
+	// default the log package's standard logger.
+	ErrorLog *log.Logger
+}
+
+// Server is a running or ready-to-run proxy. Serve and Shutdown may be called from different
+// goroutines.
+type Server struct {
+	opts    Options
+	api     http.Handler
+	metrics *metrics
+	watches watchSet
+	http    *http.Server
+	closing atomic.Bool
+}
+
+// New returns a Server that sends every request it accepts to the API server of cfg, through
+// a copy of cfg wrapped with kretry. cfg is not modified.
+func New(cfg *rest.Config, opts Options) (*Server, error) {
+	if opts.AcceptHosts == nil {
+		var err error
+		if opts.AcceptHosts, err = kubectlproxy.MakeRegexpArray(DefaultAcceptHosts); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{opts: opts, metrics: newMetrics()}
+	cfg = rest.CopyConfig(cfg)
+	// The first wrapper is the innermost: the upstream counter sees every attempt kretry makes.
+	cfg.Wrap(s.metrics.upstream)
+	cfg.Wrap(transport.Wrapper(opts.Transport))
+	api, err := kubectlproxy.NewProxyHandler("/", nil, cfg, opts.Keepalive, false)
+	if err != nil {
+		return nil, fmt.Errorf("kretry-proxy: %w", err)
+	}
+	s.api = api
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.Handle("/metrics", s.metrics)
+	mux.Handle("/", http.HandlerFunc(s.serveAPI))
+	s.http = &http.Server{
+		Handler:           s.checkHost(mux),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          opts.ErrorLog,
+	}
+	return s, nil
+}
+
+// Handler is the Server's whole HTTP handler: checks, /healthz, /metrics and the API.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve accepts connections on ln until Shutdown; it then returns nil.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections, ends every open watch cleanly (after its last whole
+// event), lets other requests in flight finish, and returns once all are done. When ctx ends
+// first, the remaining connections are closed and ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.watches.endAll()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	return err
+}
+
+// healthz says whether the proxy serves: it does not ask the API server (its /livez and
+// /readyz, proxied, do).
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if s.closing.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "shutting down")
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// serveAPI checks an API request, then hands it to kubectl's proxy handler.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if reason, code, msg := s.refusal(r); code != 0 {
+		s.metrics.refused(reason)
+		writeStatus(w, code, msg)
+		return
+	}
+	class := classify(r)
+	if class.isWatch() {
+		ctx, done, ok := s.watches.add(r.Context())
+		if !ok {
+			s.metrics.refused(refusedShutdown)
+			writeStatus(w, http.StatusServiceUnavailable, "kretry-proxy is shutting down")
+			return
+		}
+		defer done()
+		r = r.WithContext(ctx)
+		s.metrics.openWatches.Add(1)
+		defer s.metrics.openWatches.Add(-1)
+	}
+	// The proxy's own credentials are the ones used (rest.TransportFor leaves a request's own
+	// Authorization header in place).
+	r.Header.Del("Authorization")
+	rec := &statusRecorder{ResponseWriter: w}
+	// Deferred: httputil.ReverseProxy aborts a response broken mid-body with a panic.
+	defer func() { s.metrics.served(class, rec.status()) }()
+	s.api.ServeHTTP(rec, r)
+}
+
+// watchSet holds a cancel function per open watch, so that Shutdown can end them.
+type watchSet struct {
+	mu     sync.Mutex
+	next   uint64
+	cancel map[uint64]context.CancelFunc
+	ended  bool
+}
+
+// add returns a context for one watch and the function to call when it is over; ok is false
+// once endAll has run.
+func (ws *watchSet) add(parent context.Context) (ctx context.Context, done func(), ok bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.ended {
+		return nil, nil, false
+	}
+	if ws.cancel == nil {
+		ws.cancel = map[uint64]context.CancelFunc{}
+	}
+	ctx, cancel := context.WithCancel(parent)
+	id := ws.next
+	ws.next++
+	ws.cancel[id] = cancel
+	return ctx, func() {
+		ws.mu.Lock()
+		delete(ws.cancel, id)
+		ws.mu.Unlock()
+		cancel()
+	}, true
+}
+
+// endAll cancels every open watch and refuses new ones.
+func (ws *watchSet) endAll() {
+	ws.mu.Lock()
+	ws.ended = true
+	cancels := make([]context.CancelFunc, 0, len(ws.cancel))
+	for _, cancel := range ws.cancel {
+		cancels = append(cancels, cancel)
+	}
+	ws.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
