@@ -23,10 +23,15 @@
 //
 // Faults. Each client has its own schedule, seeded from [Config.Seed] alike for all
 // clients, drawing scenarios from [Config.FaultKinds] at [Config.FaultRate] per second:
-// torn frames, 503 and 429 answers to watch establishment (429 with Retry-After, without,
-// and the text/plain form), InternalError ERROR events, early clean closes, and compactions
-// whose next watch gets 410 Expired. A scenario fires only once the client has made
-// progress since the previous one, and never while a watch is still sending its initial
-// state (nothing can resume it there), so a client that retries and resumes correctly is
-// never forced into a relist except by a 410.
+// torn frames, early clean closes, 503 and 429 answers to watch establishment (429 with
+// Retry-After, without, and the text/plain form), 429 bursts that answer every LIST and
+// watch of the client for [Config.ThrottleBurst], InternalError ERROR events, and
+// compactions of the client's own history whose next watch gets 410 Expired. A scenario
+// fires only once the client has made progress since the previous one, and never while a
+// watch is still sending its initial state (nothing can resume it there), so a client that
+// retries and resumes correctly is never forced into a relist except by a 410.
+// [Server.Rollout] hits every client at once: every watch is cut and every LIST and watch
+// is answered 503 for a while. [Config.Hold] keeps the writer and the schedules still
+// until [Server.Begin], so that clients start from the same state;
+// [Server.ChangesAfter] is the history a watcher should have seen.
 package demoserver

@@ -34,17 +34,27 @@ const (
 	InternalErrorEvent
 	// EarlyClose ends the stream cleanly at a frame boundary, long before timeoutSeconds.
 	EarlyClose
-	// Compaction compacts the history past the watcher's last RV and closes its stream, so
-	// that its next watch from that RV gets an in-stream 410 Expired.
+	// Compaction compacts the client's history past its last RV and closes its stream, so
+	// that its next watch from that RV gets an in-stream 410 Expired: the watch cache's
+	// window moved on without it. Other clients' histories are untouched.
 	Compaction
+	// ThrottleBurst closes the watch, then answers every LIST and watch establishment of
+	// the client 429 with Retry-After: 1 (and details.retryAfterSeconds) for
+	// Config.ThrottleBurst, as API Priority and Fairness sheds a busy priority level.
+	ThrottleBurst
+	// Rollout is not drawn by a schedule: [Server.Rollout] records it for every client it
+	// hits. Every watch is cut, then every LIST and watch establishment is answered 503
+	// for a while, as while an apiserver restarts in a rolling upgrade.
+	Rollout
 
-	numFaultKinds = int(Compaction)
+	numFaultKinds = int(Rollout)
 )
 
-// AllFaults is every fault kind; the default schedule draws from it uniformly.
+// AllFaults is every kind a schedule can draw (all but Rollout); the default schedule
+// draws from it uniformly.
 var AllFaults = []FaultKind{
 	TornFrame, Unavailable, TooManyRequests, TooManyRequestsNoRetryAfter,
-	TooManyRequestsPlain, InternalErrorEvent, EarlyClose, Compaction,
+	TooManyRequestsPlain, InternalErrorEvent, EarlyClose, Compaction, ThrottleBurst,
 }
 
 // String names the kind for logs and tables.
@@ -66,6 +76,10 @@ func (k FaultKind) String() string {
 		return "early close"
 	case Compaction:
 		return "compaction (410)"
+	case ThrottleBurst:
+		return "429 burst"
+	case Rollout:
+		return "rollout (503s)"
 	default:
 		return "no fault"
 	}
@@ -96,6 +110,7 @@ type Fault struct {
 
 // schedule decides when one client is hit and by what. Kinds and intervals come from a
 // seeded source in a fixed order, so every run of the same seed draws the same sequence.
+// Kinds are drawn uniformly from the list, so a kind listed twice comes twice as often.
 //
 // A fault arms only once the client has made progress (received a whole non-ERROR watch
 // frame) since the previous one, and then after an exponentially distributed interval of
@@ -110,10 +125,20 @@ type schedule struct {
 	armAt      time.Time // when the next fault arms; zero until progress
 	armed      FaultKind // 0: none
 	due        FaultKind // the answer the next watch establishment gets; 0: none
+	// throttleUntil: every LIST and watch establishment before it gets a 429 burst answer.
+	throttleUntil time.Time
+	burst         time.Duration // how long a ThrottleBurst lasts
 }
 
-func newSchedule(seed uint64, rate float64, kinds []FaultKind) *schedule {
-	return &schedule{rng: rand.New(rand.NewPCG(seed, 0x6661756c7473)), rate: rate, kinds: kinds} // "faults"
+func newSchedule(seed uint64, rate float64, kinds []FaultKind, burst time.Duration) *schedule {
+	return &schedule{rng: rand.New(rand.NewPCG(seed, 0x6661756c7473)), rate: rate, kinds: kinds, burst: burst} // "faults"
+}
+
+// start sets the rate of a schedule created before the server's Begin.
+func (s *schedule) start(rate float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rate = rate
 }
 
 // progress notes a whole non-ERROR frame delivered to the client.
@@ -155,6 +180,7 @@ func (s *schedule) stop() {
 	s.rate = 0
 	s.armed = 0
 	s.due = 0
+	s.throttleUntil = time.Time{}
 }
 
 // establishment is consulted for every watch request. It returns the answer due, if any,
@@ -162,6 +188,9 @@ func (s *schedule) stop() {
 func (s *schedule) establishment(now time.Time) (kind FaultKind, started bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now.Before(s.throttleUntil) {
+		return ThrottleBurst, false
+	}
 	if s.due != 0 {
 		kind, s.due = s.due, 0
 		return kind, false
@@ -186,5 +215,15 @@ func (s *schedule) midStream(now time.Time) FaultKind {
 	if kind.answersEstablishment() {
 		s.due = kind
 	}
+	if kind == ThrottleBurst {
+		s.throttleUntil = now.Add(s.burst)
+	}
 	return kind
+}
+
+// throttled reports whether a LIST now falls in a 429 burst.
+func (s *schedule) throttled(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Before(s.throttleUntil)
 }

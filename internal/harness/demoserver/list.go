@@ -49,7 +49,7 @@ const expiredContinueMessage = "The provided continue parameter is too old to di
 // current state (paged when limit is set), "0" is any state (limit ignored, as the watch
 // cache does), a specific RV with resourceVersionMatch=Exact is that snapshot (410 if
 // compacted), otherwise not older than it.
-func (s *Server) serveList(w http.ResponseWriter, cd codec, c *client, query url.Values) {
+func (s *Server) serveList(w *countingWriter, cd codec, c *client, query url.Values) {
 	if query.Get("labelSelector") != "" || query.Get("fieldSelector") != "" {
 		writeStatus(w, cd, apierrors.NewBadRequest("the demo server does not support selectors"))
 		return
@@ -58,7 +58,7 @@ func (s *Server) serveList(w http.ResponseWriter, cd codec, c *client, query url
 	if err != nil || limit < 0 {
 		limit = 0
 	}
-	current, floor := s.store.versions()
+	current, floor := s.floor(c)
 	snapshotRV := current
 	after := ""
 	resourceVersion := query.Get("resourceVersion")
@@ -127,4 +127,5 @@ func (s *Server) serveList(w http.ResponseWriter, cd codec, c *client, query url
 		c.stats.listPages.Add(1)
 	}
 	cd.writeObject(w, http.StatusOK, list)
+	c.stats.fetchBytes.Add(w.written)
 }

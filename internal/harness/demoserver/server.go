@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
 
@@ -35,8 +36,14 @@ type Config struct {
 	// FaultRate is the mean number of fault scenarios per second per client, counted
 	// from the client's last progress; 0 injects none (InjectFault still works).
 	FaultRate float64
-	// FaultKinds are the scenarios drawn from; default AllFaults.
+	// FaultKinds are the scenarios drawn from, uniformly (list a kind twice to make it
+	// twice as frequent); default AllFaults.
 	FaultKinds []FaultKind
+	// ThrottleBurst is how long a ThrottleBurst answers 429; default 2s.
+	ThrottleBurst time.Duration
+	// Hold keeps the writer and the fault schedules still until [Server.Begin], so that
+	// clients can take their initial state from a server that stands still.
+	Hold bool
 	// OnFault, if set, is called for every fault scenario injected. It must not block.
 	OnFault func(Fault)
 }
@@ -54,11 +61,15 @@ type Server struct {
 
 	writerStop chan struct{}
 	writerDone chan struct{}
+	writerGo   chan struct{} // closed by Begin
 	stopWriter sync.Once
 
 	mu          sync.Mutex
 	clients     map[string]*client
 	faultsEnded bool
+	begun       bool          // the fault schedules run (Begin, or no Hold)
+	unavailable time.Time     // Rollout: LISTs and watches before it get 503
+	dropped     chan struct{} // closed (and replaced) when a Rollout cuts every watch
 }
 
 // client is what the server keeps per User-Agent.
@@ -66,12 +77,14 @@ type client struct {
 	name     string
 	schedule *schedule
 	stats    counters
+	floor    atomic.Uint64 // the client's own compaction floor (Compaction faults)
 }
 
 // counters are the live counts behind Stats.
 type counters struct {
 	requests, lists, listPages, watchLists, watches atomic.Int64
-	bytesSent, events, bookmarks, expired, rejected atomic.Int64
+	bytesSent, fetchBytes, events, bookmarks        atomic.Int64
+	expired, rejected                               atomic.Int64
 	faults                                          [numFaultKinds + 1]atomic.Int64
 }
 
@@ -90,13 +103,16 @@ type Stats struct {
 	Watches int64
 	// BytesSent is response body bytes written, partial frames included.
 	BytesSent int64
+	// FetchBytes is the part of BytesSent that initial-state fetches cost: LIST bodies
+	// (continuation pages included) and the initial state of watch-lists.
+	FetchBytes int64
 	// Events is ADDED, MODIFIED and DELETED events written.
 	Events int64
 	// Bookmarks is BOOKMARK events written.
 	Bookmarks int64
 	// Expired is 410 Expired answers: in-stream ERROR events and expired continue tokens.
 	Expired int64
-	// Rejected is watch establishments answered 503 or 429 by the fault schedule.
+	// Rejected is LISTs and watch establishments answered 503 or 429 by a fault.
 	Rejected int64
 	// Faults counts the fault scenarios injected, by kind.
 	Faults map[FaultKind]int64
@@ -135,12 +151,17 @@ func Start(cfg Config) *Server {
 	if cfg.FaultKinds == nil {
 		cfg.FaultKinds = AllFaults
 	}
+	if cfg.ThrottleBurst <= 0 {
+		cfg.ThrottleBurst = 2 * time.Second
+	}
 	s := &Server{
 		cfg:        cfg,
 		store:      newStore(cfg.Namespace, cfg.Objects, cfg.Seed),
 		clients:    map[string]*client{},
 		writerStop: make(chan struct{}),
 		writerDone: make(chan struct{}),
+		writerGo:   make(chan struct{}),
+		dropped:    make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.http = httptest.NewServer(s) // binds 127.0.0.1 only
@@ -149,7 +170,29 @@ func Start(cfg Config) *Server {
 	} else {
 		close(s.writerDone)
 	}
+	if !cfg.Hold {
+		s.Begin()
+	}
 	return s
+}
+
+// Begin starts the writer and the fault schedules of a server started with Hold; on any
+// other server it does nothing. It returns the RV the state stood at.
+func (s *Server) Begin() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	current, _ := s.store.versions()
+	if s.begun {
+		return current
+	}
+	s.begun = true
+	close(s.writerGo)
+	if !s.faultsEnded {
+		for _, c := range s.clients {
+			c.schedule.start(s.cfg.FaultRate)
+		}
+	}
+	return current
 }
 
 // URL is the server's base URL, http://127.0.0.1:port.
@@ -185,6 +228,7 @@ func (s *Server) StopFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faultsEnded = true
+	s.unavailable = time.Time{}
 	for _, c := range s.clients {
 		c.schedule.stop()
 	}
@@ -197,6 +241,37 @@ func (s *Server) Step() string { return strconv.FormatUint(s.store.step(), 10) }
 // tokens issued before now get 410 Expired.
 func (s *Server) Compact() string {
 	return strconv.FormatUint(s.store.compactNow(), 10)
+}
+
+// Rollout cuts every watch past its initial state (those still sending it are cut at
+// their first change after it) and answers every LIST and watch establishment 503 for d,
+// as an apiserver going away in a rolling upgrade. Every client seen so far gets a
+// Rollout fault. After StopFaults it does nothing.
+func (s *Server) Rollout(d time.Duration) {
+	s.mu.Lock()
+	if s.faultsEnded {
+		s.mu.Unlock()
+		return
+	}
+	s.unavailable = time.Now().Add(d)
+	close(s.dropped)
+	s.dropped = make(chan struct{})
+	clients := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	for _, c := range clients {
+		s.recordFault(c, Rollout)
+	}
+}
+
+// rollingOut reports whether a Rollout answers requests 503 now, and returns the channel
+// that the next Rollout closes.
+func (s *Server) rollingOut(now time.Time) (unavailable bool, dropped <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Before(s.unavailable), s.dropped
 }
 
 // InjectFault arms one fault scenario for the client with that User-Agent at its next
@@ -216,6 +291,7 @@ func (s *Server) Stats(userAgent string) Stats {
 		WatchLists: c.stats.watchLists.Load(),
 		Watches:    c.stats.watches.Load(),
 		BytesSent:  c.stats.bytesSent.Load(),
+		FetchBytes: c.stats.fetchBytes.Load(),
 		Events:     c.stats.events.Load(),
 		Bookmarks:  c.stats.bookmarks.Load(),
 		Expired:    c.stats.expired.Load(),
@@ -273,10 +349,10 @@ func (s *Server) client(userAgent string) *client {
 	c, ok := s.clients[userAgent]
 	if !ok {
 		rate := s.cfg.FaultRate
-		if s.faultsEnded {
-			rate = 0
+		if s.faultsEnded || !s.begun {
+			rate = 0 // Begin sets it
 		}
-		c = &client{name: userAgent, schedule: newSchedule(s.cfg.Seed, rate, s.cfg.FaultKinds)}
+		c = &client{name: userAgent, schedule: newSchedule(s.cfg.Seed, rate, s.cfg.FaultKinds, s.cfg.ThrottleBurst)}
 		s.clients[userAgent] = c
 	}
 	return c
@@ -284,6 +360,11 @@ func (s *Server) client(userAgent string) *client {
 
 func (s *Server) write(interval time.Duration) {
 	defer close(s.writerDone)
+	select {
+	case <-s.writerStop:
+		return
+	case <-s.writerGo:
+	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -310,7 +391,8 @@ func (s *Server) recordFault(c *client, kind FaultKind) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := s.client(r.UserAgent())
 	c.stats.requests.Add(1)
-	w = &countingWriter{ResponseWriter: w, bytes: &c.stats.bytesSent}
+	cw := &countingWriter{ResponseWriter: w, bytes: &c.stats.bytesSent}
+	w = cw
 
 	switch r.URL.Path {
 	case "/version", "/version/":
@@ -346,9 +428,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !isCollection:
 		s.serveGet(w, cd, name)
 	case query.Get("watch") == "true" || query.Get("watch") == "1":
-		s.serveWatch(w, r, cd, c, query)
+		s.serveWatch(cw, r, cd, c, query)
 	default:
-		s.serveList(w, cd, c, query)
+		if s.rejectList(w, cd, c) {
+			return
+		}
+		s.serveList(cw, cd, c, query)
 	}
 }
 
@@ -385,15 +470,67 @@ func writeStatus(w http.ResponseWriter, cd codec, err *apierrors.StatusError) {
 	cd.writeObject(w, int(status.Code), &status)
 }
 
-// countingWriter counts body bytes per client and keeps Flush reachable.
+// rejectList answers a LIST 503 during a Rollout or 429 during the client's
+// ThrottleBurst, and reports whether it did.
+func (s *Server) rejectList(w http.ResponseWriter, cd codec, c *client) bool {
+	now := time.Now()
+	kind := FaultKind(0)
+	if unavailable, _ := s.rollingOut(now); unavailable {
+		kind = Unavailable
+	} else if c.schedule.throttled(now) {
+		kind = ThrottleBurst
+	}
+	if kind == 0 {
+		return false
+	}
+	c.stats.rejected.Add(1)
+	rejectEstablishment(w, cd, kind)
+	return true
+}
+
+// floor is the compaction floor for c: the server's, or c's own if higher.
+func (s *Server) floor(c *client) (current, floor uint64) {
+	current, floor = s.store.versions()
+	return current, max(floor, c.floor.Load())
+}
+
+// Change is one write in the server's history.
+type Change struct {
+	// ResourceVersion is the RV the write created.
+	ResourceVersion uint64
+	// Type is Added, Modified or Deleted.
+	Type watch.EventType
+	// Name is the ConfigMap's name.
+	Name string
+}
+
+// ChangesAfter returns every write after rv, in order: what a watch from rv should see.
+func (s *Server) ChangesAfter(rv uint64) []Change {
+	var out []Change
+	for {
+		changes, _, _ := s.store.since(rv, 1000)
+		if len(changes) == 0 {
+			return out
+		}
+		for _, ch := range changes {
+			out = append(out, Change{ResourceVersion: ch.rv, Type: ch.kind, Name: ch.object.Name})
+		}
+		rv = changes[len(changes)-1].rv
+	}
+}
+
+// countingWriter counts body bytes per client (and per response, in written) and keeps
+// Flush reachable.
 type countingWriter struct {
 	http.ResponseWriter
-	bytes *atomic.Int64
+	bytes   *atomic.Int64
+	written int64
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes.Add(int64(n))
+	w.written += int64(n)
 	return n, err
 }
 

@@ -491,7 +491,7 @@ func TestNoFaultsDuringInitialState(t *testing.T) {
 
 func TestScheduleIsSeeded(t *testing.T) {
 	draw := func(seed uint64) []FaultKind {
-		sch := newSchedule(seed, 10, AllFaults)
+		sch := newSchedule(seed, 10, AllFaults, time.Second)
 		now := time.Unix(0, 0)
 		var kinds []FaultKind
 		for len(kinds) < 20 {
@@ -512,7 +512,7 @@ func TestScheduleIsSeeded(t *testing.T) {
 		t.Fatalf("seeds 1 and 2 drew the same %v", a)
 	}
 	// No progress, no fault.
-	sch := newSchedule(1, 1000, AllFaults)
+	sch := newSchedule(1, 1000, AllFaults, time.Second)
 	if kind := sch.midStream(time.Now().Add(time.Hour)); kind != 0 {
 		t.Fatalf("a fault (%v) armed before any progress", kind)
 	}
@@ -532,5 +532,115 @@ func TestNegotiate(t *testing.T) {
 		if got := c.mediaType; !ok && want != "" || ok && got != want {
 			t.Errorf("negotiate(%q) = %q, %v; want %q", accept, got, ok, want)
 		}
+	}
+}
+
+func TestCompactionIsPerClient(t *testing.T) {
+	s := quiet(t, Config{})
+	from := s.State().ResourceVersion
+	watchFrom := func(userAgent string) watch.Interface {
+		w, err := clientset(t, s.RESTConfig(userAgent), "").CoreV1().ConfigMaps(s.Namespace()).Watch(t.Context(), metav1.ListOptions{ResourceVersion: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	compacted, bystander := watchFrom("compacted"), watchFrom("bystander")
+	s.InjectFault("compacted", Compaction)
+	rv := s.Step()
+	if _, ok := <-compacted.ResultChan(); ok {
+		t.Fatal("the compacted client's stream went on")
+	}
+	if ev := next(t, bystander); ev.Object.(*corev1.ConfigMap).ResourceVersion != rv {
+		t.Fatalf("bystander got %s %v, want the change at %s", ev.Type, ev.Object, rv)
+	}
+	if ev := next(t, watchFrom("compacted")); !apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+		t.Fatalf("compacted client's re-watch got %s %v, want 410", ev.Type, ev.Object)
+	}
+	if ev := next(t, watchFrom("bystander")); ev.Type == watch.Error {
+		t.Fatalf("another client got %v after someone else's compaction", ev.Object)
+	}
+}
+
+func TestThrottleBurst(t *testing.T) {
+	s := quiet(t, Config{ThrottleBurst: time.Hour})
+	resp := rawWatch(t, s, "application/json", "resourceVersion="+s.State().ResourceVersion)
+	s.InjectFault("raw", ThrottleBurst)
+	s.Step()
+	if body, err := io.ReadAll(resp.Body); err != nil || len(body) != 0 {
+		t.Fatalf("read %q, %v; want a clean close before the change", body, err)
+	}
+	for _, query := range []string{"watch=true", "limit=10"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL()+"/api/v1/namespaces/"+s.Namespace()+"/configmaps?"+query, nil)
+		req.Header.Set("User-Agent", "raw")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s during the burst: %d Retry-After %q, want 429 and 1", query, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if _, err := clientset(t, s.RESTConfig("other"), "").CoreV1().ConfigMaps(s.Namespace()).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("another client is throttled too: %v", err)
+	}
+	if st := s.Stats("raw"); st.Rejected != 2 || st.Faults[ThrottleBurst] != 1 {
+		t.Fatalf("stats %+v, want 2 rejected and one burst", st)
+	}
+}
+
+func TestRollout(t *testing.T) {
+	var faults []Fault // Rollout reports synchronously, and no other fault runs here
+	s := quiet(t, Config{OnFault: func(f Fault) { faults = append(faults, f) }})
+	cms := clientset(t, s.RESTConfig("informer"), "").CoreV1().ConfigMaps(s.Namespace())
+	w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: s.State().ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	s.Rollout(time.Hour)
+	if _, ok := <-w.ResultChan(); ok {
+		t.Fatal("the watch survived the rollout")
+	}
+	if _, err := cms.List(t.Context(), metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("LIST during the rollout: %v, want 503", err)
+	}
+	if _, err := cms.Watch(t.Context(), metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("WATCH during the rollout: %v, want 503", err)
+	}
+	if len(faults) != 1 || faults[0].Client != "informer" || faults[0].Kind != Rollout {
+		t.Fatalf("faults reported %+v, want one Rollout into the informer", faults)
+	}
+	s.StopFaults()
+	if _, err := cms.List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("LIST after StopFaults: %v", err)
+	}
+}
+
+func TestHoldAndBegin(t *testing.T) {
+	s := Start(Config{Objects: 5, Hold: true, WriteInterval: time.Millisecond, FaultRate: 1000})
+	defer s.Close()
+	before := s.State().ResourceVersion
+	cms := clientset(t, s.RESTConfig("early"), "").CoreV1().ConfigMaps(s.Namespace())
+	list, err := cms.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.ResourceVersion != before || s.State().ResourceVersion != before {
+		t.Fatalf("a held server moved: listed at %s, now %s, started at %s", list.ResourceVersion, s.State().ResourceVersion, before)
+	}
+	if st := s.Stats("early"); st.FetchBytes == 0 || st.FetchBytes != st.BytesSent {
+		t.Fatalf("a LIST's bytes are all fetch bytes: %+v", st)
+	}
+	if begun := s.Begin(); strconv.FormatUint(begun, 10) != before {
+		t.Fatalf("Begin returned %d, want %s", begun, before)
+	}
+	waitStats(t, s, "early", func(Stats) bool { return s.State().ResourceVersion != before })
+	listed, _ := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	changes := s.ChangesAfter(listed)
+	if len(changes) == 0 || changes[0].ResourceVersion != changes[len(changes)-1].ResourceVersion-uint64(len(changes)-1) {
+		t.Fatalf("changes after %s: %+v, want consecutive RVs", before, changes)
 	}
 }

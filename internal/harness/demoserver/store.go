@@ -175,17 +175,15 @@ func (s *store) recordLocked(kind watch.EventType, obj *corev1.ConfigMap) {
 	s.changed = make(chan struct{})
 }
 
-// compact raises the floor to the current RV, as if etcd compacted and the watch cache
-// window moved on: watches and continue tokens from older RVs get 410 Expired. If upTo is
-// not behind the current RV, one write is made first so that upTo becomes too old.
-func (s *store) compact(upTo uint64) uint64 {
+// advancePast returns the current RV, after one write first if upTo is not behind it: a
+// compaction floor that makes upTo too old.
+func (s *store) advancePast(upTo uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if upTo >= s.rv {
 		s.stepLocked()
 	}
-	s.floor = s.rv
-	return s.floor
+	return s.rv
 }
 
 // compactNow raises the floor to the current RV and returns it.

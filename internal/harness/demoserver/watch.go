@@ -62,9 +62,13 @@ type watchStream struct {
 	server *Server
 	client *client
 	codec  codec
-	w      http.ResponseWriter
+	w      *countingWriter
 	flush  func()
-	cursor uint64 // RV of the last change sent (or the snapshot sent)
+	// dropped is closed by the next Rollout; dropPending notes one that came while the
+	// stream could not be cut yet (initial state not sent).
+	dropped     <-chan struct{}
+	dropPending bool
+	cursor      uint64 // RV of the last change sent (or the snapshot sent)
 	// initialDone: the stream is past its initial state (or never had one); only then may
 	// mid-stream faults hit it, because nobody can resume a watch without a resume point.
 	initialDone bool
@@ -73,10 +77,16 @@ type watchStream struct {
 // errStreamOver ends a stream on purpose (fault, timeout, ERROR event); not a failure.
 var errStreamOver = errors.New("stream over")
 
-func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c *client, query url.Values) {
+func (s *Server) serveWatch(w *countingWriter, r *http.Request, cd codec, c *client, query url.Values) {
 	opts, err := parseWatchOptions(query)
 	if err != nil {
 		writeStatus(w, cd, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	unavailable, dropped := s.rollingOut(time.Now())
+	if unavailable {
+		c.stats.rejected.Add(1)
+		rejectEstablishment(w, cd, Unavailable)
 		return
 	}
 	if kind, started := c.schedule.establishment(time.Now()); kind != 0 {
@@ -88,7 +98,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 		return
 	}
 
-	from, floor := s.store.versions()
+	from, floor := s.floor(c)
 	// "" and "0" watch from now, after the current state; a specific RV from that RV.
 	specific := opts.resourceVersion != "" && opts.resourceVersion != "0"
 	sendInitial := !specific
@@ -102,8 +112,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 		}
 	}
 
-	flusher, _ := w.(http.Flusher)
-	st := &watchStream{server: s, client: c, codec: cd, w: w, flush: flusher.Flush, cursor: from}
+	st := &watchStream{server: s, client: c, codec: cd, w: w, flush: w.Flush, cursor: from, dropped: dropped}
 	w.Header().Set("Content-Type", cd.watchContentType())
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
@@ -132,6 +141,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 		}
 		if err := st.sendInitialState(opts.sendInitialEvents != nil); err != nil {
 			return
+		}
+		if opts.sendInitialEvents != nil && *opts.sendInitialEvents {
+			c.stats.fetchBytes.Add(w.written)
 		}
 	} else {
 		st.initialDone = true
@@ -168,6 +180,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, cd codec, c 
 			}
 			st.cursor = current
 			st.initialDone = true
+		case <-st.dropped:
+			if st.initialDone {
+				cut()
+			}
+			st.dropped, st.dropPending = nil, true
 		case <-deadline:
 			return
 		case <-r.Context().Done():
@@ -216,6 +233,14 @@ func (st *watchStream) send(eventType watch.EventType, obj runtime.Object, fault
 // ends (errStreamOver) or the connection is cut (a panic with http.ErrAbortHandler).
 func (st *watchStream) sendFrame(eventType watch.EventType, frame []byte, faultable bool) error {
 	if faultable && st.initialDone {
+		select {
+		case <-st.dropped:
+			cut()
+		default:
+			if st.dropPending {
+				cut()
+			}
+		}
 		if kind := st.client.schedule.midStream(time.Now()); kind != 0 {
 			st.server.recordFault(st.client, kind)
 			return st.fault(kind, frame)
@@ -243,24 +268,26 @@ func (st *watchStream) fault(kind FaultKind, frame []byte) error {
 	case TornFrame, Unavailable:
 		_, _ = st.w.Write(frame[:max(1, len(frame)/2)])
 		st.flush()
-		// net/http closes the connection without the chunked terminator: the client
-		// reads a cut frame, then an unexpected EOF.
-		panic(http.ErrAbortHandler)
+		cut()
 	case InternalErrorEvent:
 		status := apierrors.NewInternalError(errors.New("etcdserver: leader changed")).Status()
 		return st.send(watch.Error, &status, false)
 	case Compaction:
-		st.server.store.compact(st.cursor)
+		st.client.floor.Store(st.server.store.advancePast(st.cursor))
 	}
-	return errStreamOver // EarlyClose, the 429s (answered at the next establishment), Compaction
+	return errStreamOver // EarlyClose, the 429s (answered at the next establishment), Compaction, ThrottleBurst
 }
+
+// cut drops the connection: net/http closes it without the chunked terminator, so the
+// client reads an unexpected EOF (after a cut frame, if one was written).
+func cut() { panic(http.ErrAbortHandler) }
 
 // rejectEstablishment answers a watch request the way the fault says.
 func rejectEstablishment(w http.ResponseWriter, cd codec, kind FaultKind) {
 	switch kind {
 	case Unavailable:
 		writeStatus(w, cd, apierrors.NewServiceUnavailable("the server is shutting down: apiserver is terminating"))
-	case TooManyRequests:
+	case TooManyRequests, ThrottleBurst:
 		w.Header().Set("Retry-After", "1")
 		writeStatus(w, cd, apierrors.NewTooManyRequests("too many requests, please try again later", 1))
 	case TooManyRequestsNoRetryAfter:
