@@ -3,16 +3,21 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 30s
 
-.PHONY: test unit vet fmtcheck bench fuzz demo apiserver record e2e
+.PHONY: test unit vet fmtcheck bench fuzz demo apiserver record e2e e2e-deps
+
+# Commands that are modules of their own (to keep their dependencies out of the library's go.mod).
+SUBMODULES := cmd/kretry-proxy
 
 ## test: vet, gofmt check, unit tests with -race, then the e2e suite against a real kube-apiserver.
 test: vet fmtcheck unit e2e
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 
 vet:
 	$(GO) vet $(PKGS)
+	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 fmtcheck:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -44,7 +49,13 @@ record:
 	@$(MAKE) --no-print-directory apiserver
 	$(GO) run ./cmd/kretry-record -out conformance/testdata
 
+## e2e-deps: kubectl v1.37.2, python3-kubernetes and client-node for the kretry-proxy scenario.
+e2e-deps:
+	GO=$(GO) tools/e2e-deps.sh
+
 e2e:
 	@$(MAKE) --no-print-directory apiserver
+	@$(MAKE) --no-print-directory e2e-deps
 	KRETRY_E2E=1 $(GO) test -tags e2e -race -count=1 -timeout 30m ./e2e/...
 	@cat .apiserver/e2e-figures.txt 2>/dev/null || true
+	@cat .apiserver/e2e-proxy-figures.txt 2>/dev/null || true

@@ -81,7 +81,7 @@ func boolParam(query url.Values, name string) bool {
 // proxy's own until kretry's metrics package lands; kretry's retries show as the difference
 // between what was sent upstream and what was served.
 type metrics struct {
-	mu          sync.Mutex
+	mu             sync.Mutex
 	servedCounts   map[[2]string]uint64 // class, code
 	upstreamCounts map[[2]string]uint64 // class, code or "error"
 	refusals       map[string]uint64

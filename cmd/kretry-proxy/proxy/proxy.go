@@ -68,6 +68,7 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 	// The first wrapper is the innermost: the upstream counter sees every attempt kretry makes.
 	cfg.Wrap(s.metrics.upstream)
 	cfg.Wrap(transport.Wrapper(opts.Transport))
+	cfg.Wrap(newlineAhead)
 	api, err := kubectlproxy.NewProxyHandler("/", nil, cfg, opts.Keepalive, false)
 	if err != nil {
 		return nil, fmt.Errorf("kretry-proxy: %w", err)
