@@ -1,51 +1,149 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// countingTransport counts, on the client side, what reached the server: every attempt
-// (it sits below kretry), response body bytes, and initial-state fetches. The demo server
-// counts the same on its side; these are for a real cluster.
-type countingTransport struct {
-	next                     http.RoundTripper
-	requests, fetches, bytes atomic.Int64
+// wireCounter sits below kretry and counts, on the client side, what reached the server:
+// every attempt, response body bytes, and initial-state fetches with their bytes. The demo
+// server counts the same on its side; these are for a real cluster.
+type wireCounter struct {
+	next                                 http.RoundTripper
+	requests, fetches, bytes, fetchBytes atomic.Int64
 }
 
 // RoundTrip counts the request and wraps the response body to count its bytes.
-func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.requests.Add(1)
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return resp, err
 	}
+	body := &countingBody{ReadCloser: resp.Body, counters: []*atomic.Int64{&t.bytes}}
 	query := req.URL.Query()
-	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
+	watching := isWatch(req)
 	isCollection := strings.HasSuffix(req.URL.Path, "/configmaps")
-	if resp.StatusCode == http.StatusOK && isCollection &&
-		(watching && query.Get("sendInitialEvents") == "true" || !watching && query.Get("continue") == "") {
-		t.fetches.Add(1)
+	if resp.StatusCode == http.StatusOK && isCollection && !watching {
+		if query.Get("continue") == "" {
+			t.fetches.Add(1)
+		}
+		body.counters = append(body.counters, &t.fetchBytes)
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, bytes: &t.bytes}
+	if resp.StatusCode == http.StatusOK && isCollection && watching && query.Get("sendInitialEvents") == "true" {
+		t.fetches.Add(1)
+		body.initialState = &t.fetchBytes
+	}
+	resp.Body = body
 	return resp, nil
 }
 
 type countingBody struct {
 	io.ReadCloser
-	bytes *atomic.Int64
+	counters []*atomic.Int64
+	// initialState, for a watch-list, counts the bytes up to the k8s.io/initial-events-end
+	// annotation key of its last bookmark (plain bytes in JSON and protobuf alike; the few
+	// bytes after it are left out); tail keeps the last bytes read, for a key cut between
+	// two reads.
+	initialState *atomic.Int64
+	tail         []byte
 }
+
+var initialEventsEnd = []byte(metav1.InitialEventsAnnotationKey)
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.bytes.Add(int64(n))
+	for _, c := range b.counters {
+		c.Add(int64(n))
+	}
+	if b.initialState != nil && n > 0 {
+		b.initialState.Add(int64(n))
+		window := append(b.tail, p[:n]...)
+		if bytes.Contains(window, initialEventsEnd) {
+			b.initialState, b.tail = nil, nil
+		} else {
+			b.tail = append(b.tail[:0], window[max(0, len(window)-len(initialEventsEnd)+1):]...)
+		}
+	}
 	return n, err
+}
+
+// watchEnds sits above kretry, where client-go reads, and counts the watch streams that
+// ended under the caller: a read error or EOF before the caller closed the body and
+// before the timeoutSeconds it asked for ran out.
+type watchEnds struct {
+	next http.RoundTripper
+
+	mu    sync.Mutex
+	ended []time.Time
+}
+
+// RoundTrip wraps the body of every watch answered 200.
+func (w *watchEnds) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK || !isWatch(req) {
+		return resp, err
+	}
+	body := &watchBody{ReadCloser: resp.Body, ends: w}
+	if seconds, err := strconv.Atoi(req.URL.Query().Get("timeoutSeconds")); err == nil && seconds > 0 {
+		// A stream that ends within a second of its timeout ended as asked.
+		body.intendedEnd = time.Now().Add(time.Duration(seconds-1) * time.Second)
+	}
+	resp.Body = body
+	return resp, nil
+}
+
+// count returns how many watches ended so far.
+func (w *watchEnds) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ended)
+}
+
+type watchBody struct {
+	io.ReadCloser
+	ends        *watchEnds
+	intendedEnd time.Time // zero: no timeout asked for
+	closed      atomic.Bool
+	once        sync.Once
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.closed.Load() && (b.intendedEnd.IsZero() || time.Now().Before(b.intendedEnd)) {
+		b.once.Do(func() {
+			b.ends.mu.Lock()
+			defer b.ends.mu.Unlock()
+			b.ends.ended = append(b.ends.ended, time.Now())
+		})
+	}
+	return n, err
+}
+
+func (b *watchBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}
+
+// isWatch reads the watch parameter as kube-apiserver does: false only for "0"/"false".
+func isWatch(req *http.Request) bool {
+	query := req.URL.Query()
+	if !query.Has("watch") {
+		return false
+	}
+	v := query.Get("watch")
+	return v != "0" && v != "false"
 }
 
 // loadKubeconfig reads a kubeconfig the way kubectl does; namespace "" means the context's

@@ -5,124 +5,264 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"reflect"
 	"strconv"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kretry/kretry/internal/harness/demoserver"
-	"github.com/kretry/kretry/internal/policy"
-	"github.com/kretry/kretry/transport"
 )
 
 // options are the demo's flags.
 type options struct {
 	duration  time.Duration // how long the writer and the faults run
-	settle    time.Duration // bound on the wait for the caches at the end
+	settle    time.Duration // bound on the wait for the clients at the end
 	objects   int
 	faultRate float64
+	rollout   time.Duration // how long the rollout answers 503
+	throttle  time.Duration // how long a 429 burst lasts
 	seed      uint64
 	// kubeconfig, when set, watches a real cluster (read-only, no faults) instead.
 	kubeconfig string
 	namespace  string
 }
 
-// The two informers under comparison, named by the User-Agent the server counts them by.
+// faultMix is what each client's own schedule draws from, by weight: the faults of a
+// real cluster, squeezed into a short run. The rollout and the compaction come on top, at
+// fixed points of the run (see usage).
+var faultMix = []struct {
+	kind   demoserver.FaultKind
+	weight int
+	what   string
+}{
+	{demoserver.TornFrame, 4, "mid-event: load balancer idle timeout, NAT or node reset"},
+	{demoserver.EarlyClose, 3, "the stream ends cleanly long before its timeout"},
+	{demoserver.InternalErrorEvent, 2, `InternalError "etcdserver: leader changed"`},
+	{demoserver.ThrottleBurst, 1, "the stream closes, then --throttle of 429 + Retry-After: 1\n" +
+		"on every LIST and watch (API Priority and Fairness)"},
+}
+
+// faultKinds is faultMix as a schedule's list: each kind as often as its weight.
+func faultKinds() []demoserver.FaultKind {
+	var kinds []demoserver.FaultKind
+	for _, f := range faultMix {
+		for range f.weight {
+			kinds = append(kinds, f.kind)
+		}
+	}
+	return kinds
+}
+
+// When the server-wide faults come, as fractions of the run.
 const (
-	plainName  = "plain client-go"
-	kretryName = "kretry"
+	rolloutAt    = 1.0 / 3
+	compactionAt = 2.0 / 3
 )
 
 // clientResult is one column of the final table.
 type clientResult struct {
-	name       string
-	fetches    int64 // initial-state fetches: LISTs + watch-lists answered 200
-	expired    int64 // 410 Expired answers the client got
-	requests   int64
-	bytes      int64
-	events     int64 // notifications delivered to the informer's handlers
-	faults     int64 // fault scenarios injected into this client
-	faultKinds map[demoserver.FaultKind]int64
-	retries    int64 // retries and resumes kretry made (kretry column only)
-	consistent bool  // cache == server state after the settle wait
-	settledIn  time.Duration
-	recovery   recoveryStats
+	name        string
+	raw, kretry bool
+	fetches     int64 // initial-state fetches: LISTs + watch-lists answered 200
+	fetchBytes  int64 // what they cost
+	watchEnds   int   // informer: watch streams that ended under client-go
+	endedAt     time.Duration
+	ended       bool // raw: its channel closed before the demo stopped it
+	missed      int  // changes never delivered; -1 unknown (real cluster)
+	outOfOrder  int  // raw: events at or below an RV already seen
+	errorEvents int  // raw: ERROR events
+	recovery    recoveryStats
+	consistent  bool // cache == server (informer), caught up with the server (raw)
+	settledIn   time.Duration
+	expired     int64 // 410 Expired answers the client got
+	requests    int64
+	rejected    int64 // 429 and 503 answers
+	bytes       int64
+	retries     int64 // retries and resumes kretry made (kretry columns only)
+	faults      int64
+	faultKinds  map[demoserver.FaultKind]int64
 }
 
 // result is what a run measured.
 type result struct {
-	clients []clientResult // plain, kretry
-	real    bool           // against a real cluster
-	settle  time.Duration  // the bound on the final wait
+	clients  []clientResult // in sideNames order
+	real     bool           // against a real cluster
+	settle   time.Duration  // the bound on the final wait
+	seed     uint64
+	duration time.Duration
+	changes  int // writes during the run; 0 for a real cluster
+	timeline *timeline
 }
 
-// informerUnderTest is one side of the comparison.
-type informerUnderTest struct {
-	name     string
-	informer cache.SharedIndexInformer
-	factory  informers.SharedInformerFactory
-	events   atomic.Int64
-	retries  atomic.Int64
-	counter  *countingTransport // client-side counts, used against a real cluster
-	recovery *recoveryTracker
+// client returns the column of that name.
+func (r *result) client(name string) clientResult {
+	for _, c := range r.clients {
+		if c.name == name {
+			return c
+		}
+	}
+	return clientResult{}
+}
+
+// target is what the run talks to: the demo server, or a real cluster.
+type target struct {
+	server    *demoserver.Server // nil for a real cluster
+	namespace string
+	config    func(userAgent string) *rest.Config
+	state     func(ctx context.Context) (map[string]demoserver.Object, error)
 }
 
 // run runs the demo and returns what it measured; progress goes to out once a second.
 func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
-	var (
-		server   *demoserver.Server
-		base     func(userAgent string) *rest.Config
-		state    func(ctx context.Context) (map[string]demoserver.Object, error)
-		trackers = map[string]*recoveryTracker{plainName: newRecoveryTracker(), kretryName: newRecoveryTracker()}
-	)
-	if opts.kubeconfig == "" {
-		server = demoserver.Start(demoserver.Config{
-			Objects:   opts.objects,
-			Seed:      opts.seed,
-			FaultRate: opts.faultRate,
-			OnFault: func(f demoserver.Fault) {
-				if t := trackers[f.Client]; t != nil {
-					t.fault(f.At, f.ResourceVersion)
-				}
-			},
-		})
-		defer server.Close()
-		opts.namespace = server.Namespace()
-		base = server.RESTConfig
-		state = func(context.Context) (map[string]demoserver.Object, error) {
-			objects := map[string]demoserver.Object{}
-			for name, obj := range server.State().Objects {
-				objects[server.Namespace()+"/"+name] = obj
+	tl := newTimeline(sideNames)
+	trackers := map[string]*recoveryTracker{}
+	for _, name := range sideNames {
+		trackers[name] = &recoveryTracker{}
+	}
+	tgt, err := openTarget(opts, out, func(f demoserver.Fault) {
+		if t := trackers[f.Client]; t != nil {
+			t.fault(f.At, f.ResourceVersion)
+			tl.fault(f.At, f.Client, f.Kind.String())
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tgt.server != nil {
+		defer tgt.server.Close()
+	}
+
+	// The clients outlive an interrupted run until the settle wait is over.
+	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClients()
+	var sides []*side
+	defer func() {
+		stopClients()
+		for _, s := range sides {
+			s.stop()
+		}
+	}()
+	for _, name := range sideNames {
+		start := startInformer
+		if name == stockRawWatch || name == kretryRawWatch {
+			start = startRawWatch
+		}
+		s, err := start(clientCtx, name, tgt.config(name), tgt.namespace)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		s.recovery = trackers[name]
+		sides = append(sides, s)
+	}
+	if err := waitSynced(ctx, sides); err != nil {
+		return nil, err
+	}
+
+	// Every client holds the same state; now the writer and the faults begin.
+	var baseline uint64
+	if tgt.server != nil {
+		baseline = tgt.server.Begin()
+	}
+	start := time.Now()
+	tl.begin(start)
+	end := start.Add(opts.duration)
+	rollout, compaction := start.Add(time.Duration(rolloutAt*float64(opts.duration))), start.Add(time.Duration(compactionAt*float64(opts.duration)))
+	sample := time.NewTicker(100 * time.Millisecond)
+	defer sample.Stop()
+	nextLine := start.Add(time.Second)
+	for now := start; now.Before(end) && ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+		case now = <-sample.C:
+			if tgt.server != nil && !rollout.IsZero() && !now.Before(rollout) {
+				rollout = time.Time{}
+				tgt.server.Rollout(opts.rollout)
+				tl.span(now, now.Add(opts.rollout), fmt.Sprintf("rollout: %s of 503s", opts.rollout))
 			}
-			return objects, nil
+			if tgt.server != nil && !compaction.IsZero() && !now.Before(compaction) {
+				compaction = time.Time{}
+				tgt.server.InjectFault(stockInformer, demoserver.Compaction)
+				tgt.server.InjectFault(kretryInformer, demoserver.Compaction)
+			}
+			observe(now, tgt.server, sides, tl)
+			if !now.Before(nextLine) {
+				nextLine = nextLine.Add(time.Second)
+				fmt.Fprintln(out, progressLine(now.Sub(start), tgt.server, sides))
+			}
 		}
-		fmt.Fprintf(out, "demo server %s: %d ConfigMaps in %q changing every 50ms, %.2g fault scenarios/s per client, seed %d\n",
-			server.URL(), opts.objects, opts.namespace, opts.faultRate, opts.seed)
-	} else {
-		cfg, namespace, err := loadKubeconfig(opts.kubeconfig, opts.namespace)
-		if err != nil {
-			return nil, err
+	}
+
+	// The ending: no more changes or faults; every client gets a bounded time to settle.
+	var changes []uint64
+	if tgt.server != nil {
+		tgt.server.StopFaults()
+		tgt.server.StopWriter()
+		for _, ch := range tgt.server.ChangesAfter(baseline) {
+			changes = append(changes, ch.ResourceVersion)
 		}
-		opts.namespace = namespace
-		base = func(userAgent string) *rest.Config {
-			c := rest.CopyConfig(cfg)
-			c.UserAgent = userAgent
-			return c
-		}
-		lister, err := kubernetes.NewForConfig(base("kretry-demo (state check)"))
-		if err != nil {
-			return nil, err
-		}
-		state = func(ctx context.Context) (map[string]demoserver.Object, error) {
+	}
+	settled, consistent := settle(ctx, opts.settle, tgt, sides, tl)
+
+	res := &result{real: tgt.server == nil, settle: opts.settle, seed: opts.seed, duration: opts.duration, changes: len(changes), timeline: tl}
+	for i, s := range sides {
+		res.clients = append(res.clients, measure(s, tgt.server, start, changes, consistent[i], settled[i]))
+	}
+	tl.end(time.Now())
+	return res, nil
+}
+
+// openTarget starts the demo server (held until Begin), or connects to a real cluster.
+func openTarget(opts options, out io.Writer, onFault func(demoserver.Fault)) (*target, error) {
+	if opts.kubeconfig == "" {
+		server := demoserver.Start(demoserver.Config{
+			Objects:       opts.objects,
+			Seed:          opts.seed,
+			FaultRate:     opts.faultRate,
+			FaultKinds:    faultKinds(),
+			ThrottleBurst: opts.throttle,
+			Hold:          true,
+			OnFault:       onFault,
+		})
+		fmt.Fprintf(out, "demo server %s: %d ConfigMaps changing every 50ms; per client %.2g faults/s, seed %d; rollout at %s, compaction at %s\n",
+			server.URL(), opts.objects, opts.faultRate, opts.seed,
+			roundDuration(time.Duration(rolloutAt*float64(opts.duration))), roundDuration(time.Duration(compactionAt*float64(opts.duration))))
+		return &target{
+			server:    server,
+			namespace: server.Namespace(),
+			config:    server.RESTConfig,
+			state: func(context.Context) (map[string]demoserver.Object, error) {
+				objects := map[string]demoserver.Object{}
+				for name, obj := range server.State().Objects {
+					objects[server.Namespace()+"/"+name] = obj
+				}
+				return objects, nil
+			},
+		}, nil
+	}
+	cfg, namespace, err := loadKubeconfig(opts.kubeconfig, opts.namespace)
+	if err != nil {
+		return nil, err
+	}
+	config := func(userAgent string) *rest.Config {
+		c := rest.CopyConfig(cfg)
+		c.UserAgent = userAgent
+		return c
+	}
+	lister, err := kubernetes.NewForConfig(config("kretry-demo (state check)"))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "watching ConfigMaps in %s of %s (read-only, no fault injection)\n", namespaceLabel(namespace), cfg.Host)
+	return &target{
+		namespace: namespace,
+		config:    config,
+		state: func(ctx context.Context) (map[string]demoserver.Object, error) {
 			list, err := lister.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
@@ -132,134 +272,99 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 				objects[key(&list.Items[i])] = demoserver.ObjectOf(&list.Items[i])
 			}
 			return objects, nil
-		}
-		fmt.Fprintf(out, "watching ConfigMaps in %s of %s (read-only, no fault injection)\n", namespaceLabel(namespace), cfg.Host)
-	}
-
-	// The informers outlive an interrupted run until the settle wait is over.
-	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopInformers()
-	var sides []*informerUnderTest
-	for _, name := range []string{plainName, kretryName} {
-		side, err := startInformer(informerCtx, name, base(name), opts.namespace)
-		if err != nil {
-			return nil, err
-		}
-		side.recovery = trackers[name]
-		sides = append(sides, side)
-	}
-	defer func() {
-		stopInformers()
-		for _, side := range sides {
-			side.factory.Shutdown()
-		}
-	}()
-
-	// The run: one progress line a second, recovery sampled in between.
-	start := time.Now()
-	end := start.Add(opts.duration)
-	sample := time.NewTicker(10 * time.Millisecond)
-	defer sample.Stop()
-	nextLine := start.Add(time.Second)
-	for time.Now().Before(end) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case now := <-sample.C:
-			for _, side := range sides {
-				side.recovery.observe(now, side.informer.LastSyncResourceVersion())
-			}
-			if !now.Before(nextLine) {
-				nextLine = nextLine.Add(time.Second)
-				fmt.Fprintln(out, progressLine(now.Sub(start), server, sides))
-			}
-		}
-	}
-
-	// The ending: no more changes or faults; both caches get a bounded time to settle.
-	if server != nil {
-		server.StopFaults()
-		server.StopWriter()
-	}
-	settled, consistent := settle(ctx, opts.settle, state, sides)
-
-	res := &result{real: server == nil, settle: opts.settle}
-	for i, side := range sides {
-		c := clientResult{
-			name:       side.name,
-			events:     side.events.Load(),
-			retries:    side.retries.Load(),
-			consistent: consistent[i],
-			settledIn:  settled[i],
-			recovery:   side.recovery.stats(),
-		}
-		st := side.stats(server)
-		c.fetches, c.expired = st.InitialStateFetches(), st.Expired
-		c.requests, c.bytes, c.faults, c.faultKinds = st.Requests, st.BytesSent, st.FaultsInjected(), st.Faults
-		res.clients = append(res.clients, c)
-	}
-	return res, nil
+		},
+	}, nil
 }
 
-// startInformer starts one side: a SharedInformerFactory ConfigMap informer on cfg, with
-// kretry's transport for the kretry side, and a counting transport below everything.
-func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace string) (*informerUnderTest, error) {
-	side := &informerUnderTest{name: name, counter: &countingTransport{}}
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { side.counter.next = next; return side.counter })
-	if name == kretryName {
-		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(policy.Retry) { side.retries.Add(1) }}))
+// waitSynced waits until every side holds its initial state.
+func waitSynced(ctx context.Context, sides []*side) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, s := range sides {
+		if s.raw {
+			continue
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+			return fmt.Errorf("%s: no initial state within a minute", s.name)
+		}
 	}
-	clientset, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	side.factory = informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithNamespace(namespace))
-	side.informer = side.factory.Core().V1().ConfigMaps().Informer()
-	count := func(any) { side.events.Add(1) }
-	if _, err := side.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    count,
-		UpdateFunc: func(_, obj any) { count(obj) },
-		DeleteFunc: count,
-	}); err != nil {
-		return nil, err
-	}
-	side.factory.Start(ctx.Done())
-	return side, nil
+	return nil
 }
 
-// stats is what the demo server counted for side or, against a real cluster (server nil),
-// what side's counting transport saw: its fetches as Lists, its requests and its bytes.
-func (side *informerUnderTest) stats(server *demoserver.Server) demoserver.Stats {
+// observe samples every side: recovery from its faults and, for the timeline, its
+// requests, fetches and lag behind the server.
+func observe(now time.Time, server *demoserver.Server, sides []*side, tl *timeline) {
+	var current uint64
 	if server != nil {
-		return server.Stats(side.name)
+		current, _ = strconv.ParseUint(server.State().ResourceVersion, 10, 64)
+	}
+	point := make([]clientPoint, len(sides))
+	for i, s := range sides {
+		st := s.stats(server)
+		point[i] = clientPoint{Requests: st.Requests, Fetches: st.InitialStateFetches(), Lag: -1}
+		rv, ok := s.lastRV()
+		if !ok {
+			continue
+		}
+		s.recovery.observe(now, rv)
+		if _, ended := s.ended(); server != nil && !ended {
+			point[i].Lag = int64(current - min(rv, current))
+		}
+	}
+	tl.sample(now, point)
+}
+
+// stats is what the demo server counted for s or, against a real cluster (server nil),
+// what its wire counter saw.
+func (s *side) stats(server *demoserver.Server) demoserver.Stats {
+	if server != nil {
+		return server.Stats(s.name)
 	}
 	return demoserver.Stats{
-		Lists:     side.counter.fetches.Load(),
-		Requests:  side.counter.requests.Load(),
-		BytesSent: side.counter.bytes.Load(),
+		Lists:      s.wire.fetches.Load(),
+		Requests:   s.wire.requests.Load(),
+		BytesSent:  s.wire.bytes.Load(),
+		FetchBytes: s.wire.fetchBytes.Load(),
 	}
 }
 
-// settle waits, at most bound, until every side's cache equals the server's state, and
-// returns how long each took and whether it got there. It goes on for the bound even when
-// ctx has ended (an interrupted run still gets its table).
-func settle(ctx context.Context, bound time.Duration, state func(context.Context) (map[string]demoserver.Object, error),
-	sides []*informerUnderTest) (settled []time.Duration, consistent []bool) {
+// settle waits, at most bound, until every informer's cache equals the server's state and
+// every raw watcher that is still open has seen the server's last change; it returns how
+// long each took and whether it got there. It goes on for the bound even when ctx has
+// ended (an interrupted run still gets its table).
+func settle(ctx context.Context, bound time.Duration, tgt *target, sides []*side, tl *timeline) (settled []time.Duration, consistent []bool) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	settled = make([]time.Duration, len(sides))
 	consistent = make([]bool, len(sides))
-	for remaining := len(sides); remaining > 0 && ctx.Err() == nil; {
-		if want, err := state(ctx); err == nil {
-			for i, side := range sides {
-				if consistent[i] {
-					continue
-				}
-				side.recovery.observe(time.Now(), side.informer.LastSyncResourceVersion())
-				if side.informer.HasSynced() && equalState(cacheState(side.informer), want) {
-					consistent[i], settled[i] = true, time.Since(start)
-					remaining--
-				}
+	var final uint64
+	if tgt.server != nil {
+		final, _ = strconv.ParseUint(tgt.server.State().ResourceVersion, 10, 64)
+	}
+	done := make([]bool, len(sides))
+	for remaining := len(sides); ctx.Err() == nil && remaining > 0; {
+		want, err := tgt.state(ctx)
+		now := time.Now()
+		observe(now, tgt.server, sides, tl)
+		for i, s := range sides {
+			if done[i] {
+				continue
+			}
+			switch _, ended := s.ended(); {
+			case s.raw && ended:
+				done[i] = true // it cannot catch up
+			case s.raw:
+				rv, _ := s.lastRV()
+				consistent[i] = tgt.server == nil || rv >= final
+			default:
+				consistent[i] = err == nil && s.informer.HasSynced() && equalState(cacheState(s.informer), want)
+			}
+			if consistent[i] {
+				done[i], settled[i] = true, now.Sub(start)
+			}
+			if done[i] {
+				remaining--
 			}
 		}
 		select {
@@ -270,29 +375,62 @@ func settle(ctx context.Context, bound time.Duration, state func(context.Context
 	return settled, consistent
 }
 
-// progressLine is the once-a-second status: per client, the full-state fetches, requests,
-// faults, and how many changes its cache is behind the server (lag).
-func progressLine(elapsed time.Duration, server *demoserver.Server, sides []*informerUnderTest) string {
-	line := fmt.Sprintf("%4.0fs", elapsed.Seconds())
+// measure fills a column of the table.
+func measure(s *side, server *demoserver.Server, start time.Time, changes []uint64, consistent bool, settledIn time.Duration) clientResult {
+	st := s.stats(server)
+	c := clientResult{
+		name:       s.name,
+		raw:        s.raw,
+		kretry:     s.kretry,
+		fetches:    st.InitialStateFetches(),
+		fetchBytes: st.FetchBytes,
+		watchEnds:  s.ends.count(),
+		missed:     -1,
+		recovery:   s.recovery.stats(),
+		consistent: consistent,
+		settledIn:  settledIn,
+		expired:    st.Expired,
+		requests:   st.Requests,
+		rejected:   st.Rejected,
+		bytes:      st.BytesSent,
+		retries:    s.retries.Load(),
+		faults:     st.FaultsInjected(),
+		faultKinds: st.Faults,
+	}
+	if at, ended := s.ended(); ended {
+		c.ended, c.endedAt = true, at.Sub(start)
+	}
+	if server != nil {
+		c.missed = s.seen.missed(changes)
+	}
+	s.seen.mu.Lock()
+	c.outOfOrder, c.errorEvents = s.seen.outOfOrder, s.seen.errorEvents
+	s.seen.mu.Unlock()
+	return c
+}
+
+// progressLine is the once-a-second status: per client, its initial-state fetches and how
+// many changes it is behind the server (lag), or when a raw watch ended.
+func progressLine(elapsed time.Duration, server *demoserver.Server, sides []*side) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%3.0fs", elapsed.Seconds())
 	var current uint64
 	if server != nil {
-		state := server.State()
-		current, _ = strconv.ParseUint(state.ResourceVersion, 10, 64)
-		line += fmt.Sprintf("  server rv %-6d %3d objects", current, len(state.Objects))
+		current, _ = strconv.ParseUint(server.State().ResourceVersion, 10, 64)
+		fmt.Fprintf(&b, " rv %-5d", current)
 	}
-	for _, side := range sides {
-		st := side.stats(server)
-		line += fmt.Sprintf("  | %s: %2d fetches %4d req", side.name, st.InitialStateFetches(), st.Requests)
-		if server != nil {
-			line += fmt.Sprintf(" %3d faults", st.FaultsInjected())
-			lag := "-"
-			if rv, err := strconv.ParseUint(side.informer.LastSyncResourceVersion(), 10, 64); err == nil {
-				lag = strconv.FormatUint(current-min(rv, current), 10)
-			}
-			line += fmt.Sprintf(" lag %4s", lag)
+	for _, s := range sides {
+		st := s.stats(server)
+		fmt.Fprintf(&b, " | %s: %d fetch", s.name, st.InitialStateFetches())
+		if at, ended := s.ended(); ended {
+			fmt.Fprintf(&b, ", ENDED %.1fs ago", time.Since(at).Seconds())
+			continue
+		}
+		if rv, ok := s.lastRV(); ok && server != nil {
+			fmt.Fprintf(&b, ", lag %d", current-min(rv, current))
 		}
 	}
-	return line
+	return b.String()
 }
 
 // cacheState is an informer's cache in the form the server state is kept.
@@ -313,66 +451,4 @@ func equalState(a, b map[string]demoserver.Object) bool {
 	return maps.EqualFunc(a, b, func(x, y demoserver.Object) bool {
 		return x.ResourceVersion == y.ResourceVersion && reflect.DeepEqual(x.Data, y.Data)
 	})
-}
-
-// recoveryTracker measures, per fault, how long the client took to see the server's state
-// as of the fault: the time until the informer's last synced RV reached the server's RV at
-// the moment of the fault.
-type recoveryTracker struct {
-	mu        sync.Mutex
-	pending   []pendingFault
-	recovered []time.Duration
-}
-
-type pendingFault struct {
-	at time.Time
-	rv uint64
-}
-
-func newRecoveryTracker() *recoveryTracker { return &recoveryTracker{} }
-
-func (t *recoveryTracker) fault(at time.Time, rv uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.pending = append(t.pending, pendingFault{at, rv})
-}
-
-func (t *recoveryTracker) observe(now time.Time, lastSynced string) {
-	rv, err := strconv.ParseUint(lastSynced, 10, 64)
-	if err != nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	kept := t.pending[:0]
-	for _, p := range t.pending {
-		if rv >= p.rv {
-			t.recovered = append(t.recovered, now.Sub(p.at))
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	t.pending = kept
-}
-
-// recoveryStats summarises a tracker: faults recovered from, mean and max time, and how
-// many never recovered.
-type recoveryStats struct {
-	count, unrecovered int
-	mean, max          time.Duration
-}
-
-func (t *recoveryTracker) stats() recoveryStats {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := recoveryStats{count: len(t.recovered), unrecovered: len(t.pending)}
-	var total time.Duration
-	for _, d := range t.recovered {
-		total += d
-		s.max = max(s.max, d)
-	}
-	if s.count > 0 {
-		s.mean = total / time.Duration(s.count)
-	}
-	return s
 }

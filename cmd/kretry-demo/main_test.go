@@ -17,8 +17,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestDemo runs the demo briefly at a high fault rate with the default seed and checks
-// its promise: kretry's informer fetches the full state once plus once per 410 Expired,
-// nothing else; its cache ends equal to the server's; the plain informer relists more.
+// its promises: kretry's informer fetches the full state once plus once per 410 Expired,
+// nothing else, and its cache ends equal to the server's; kretry's raw watcher stays
+// open and gets every change exactly once, in order, with no ERROR event; the stock
+// informer relists for more than its 410s, and the stock raw watcher ends.
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	res, err := run(t.Context(), options{
@@ -26,6 +28,8 @@ func TestDemo(t *testing.T) {
 		settle:    30 * time.Second,
 		objects:   40,
 		faultRate: 3,
+		rollout:   time.Second,
+		throttle:  time.Second,
 		seed:      defaultSeed,
 	}, &out)
 	if err != nil {
@@ -34,47 +38,66 @@ func TestDemo(t *testing.T) {
 	printTable(&out, res)
 	t.Log("\n" + out.String())
 
-	plain, kretry := res.clients[0], res.clients[1]
-	if kretry.faults == 0 || plain.faults == 0 {
-		t.Fatalf("faults injected: plain %d, kretry %d; want some into both", plain.faults, kretry.faults)
+	stock, kretry := res.client(stockInformer), res.client(kretryInformer)
+	stockRaw, kretryRaw := res.client(stockRawWatch), res.client(kretryRawWatch)
+	for _, c := range res.clients {
+		if c.faults == 0 {
+			t.Errorf("%s: no fault injected", c.name)
+		}
+	}
+	if res.changes == 0 {
+		t.Fatal("no change written during the run")
+	}
+
+	if kretry.expired == 0 {
+		t.Errorf("kretry informer: no 410 received; the compaction did not reach it (faults %v)", kretry.faultKinds)
 	}
 	if kretry.fetches != 1+kretry.expired {
-		t.Errorf("kretry: %d initial-state fetches with %d 410s; want exactly 1 + one per 410", kretry.fetches, kretry.expired)
+		t.Errorf("kretry informer: %d initial-state fetches with %d 410s; want exactly 1 + one per 410", kretry.fetches, kretry.expired)
 	}
 	if !kretry.consistent {
-		t.Error("kretry: cache != server state after the settle wait")
+		t.Error("kretry informer: cache != server state after the settle wait")
 	}
 	if kretry.recovery.unrecovered > 0 {
-		t.Errorf("kretry: %d faults never recovered from", kretry.recovery.unrecovered)
+		t.Errorf("kretry informer: %d faults never recovered from", kretry.recovery.unrecovered)
 	}
-	// The default schedule opens with an ERROR 500 event; a stock informer relists on it
-	// (its internal-error retry window is off by default), and on every 503 burst.
-	relists := plain.faultKinds[demoserver.InternalErrorEvent] + plain.faultKinds[demoserver.Unavailable]
-	if relists == 0 {
-		t.Fatalf("plain: faults %v, want the schedule's opening ERROR 500 event", plain.faultKinds)
+
+	if kretryRaw.ended || kretryRaw.missed != 0 || kretryRaw.outOfOrder != 0 || kretryRaw.errorEvents != 0 || !kretryRaw.consistent {
+		t.Errorf("kretry raw watch: ended %v (at %s), missed %d of %d changes, %d out of order, %d ERROR events, caught up %v; want open, nothing missed, in order, no ERROR",
+			kretryRaw.ended, kretryRaw.endedAt, kretryRaw.missed, res.changes, kretryRaw.outOfOrder, kretryRaw.errorEvents, kretryRaw.consistent)
 	}
-	if plain.fetches < 1+plain.expired+relists {
-		t.Errorf("plain: %d initial-state fetches, want at least 1 + %d 410s + %d relisting faults", plain.fetches, plain.expired, relists)
+	if kretryRaw.fetches != 1 {
+		t.Errorf("kretry raw watch: %d initial-state fetches, want its one LIST", kretryRaw.fetches)
 	}
-	if !strings.Contains(out.String(), "LISTs (initial-state fetches)") {
-		t.Error("no table")
+
+	// The stock informer relists on the rollout's 503 and on every ERROR 500 event.
+	if stock.fetches <= 1+stock.expired {
+		t.Errorf("stock informer: %d initial-state fetches with %d 410s, faults %v; want relists beyond the 410s", stock.fetches, stock.expired, stock.faultKinds)
+	}
+	if !stock.consistent {
+		t.Error("stock informer: cache != server state after the settle wait")
+	}
+	if !stockRaw.ended || stockRaw.missed == 0 {
+		t.Errorf("stock raw watch: ended %v, missed %d; want it ended by its first fault", stockRaw.ended, stockRaw.missed)
+	}
+	if !strings.Contains(out.String(), "initial-state fetches") || !strings.Contains(out.String(), "verdict: ") {
+		t.Error("no table or no verdict")
 	}
 }
 
 func TestRecoveryTracker(t *testing.T) {
-	tr := newRecoveryTracker()
+	tr := &recoveryTracker{}
 	at := time.Unix(100, 0)
 	tr.fault(at, 10)
 	tr.fault(at.Add(time.Second), 20)
-	tr.observe(at.Add(500*time.Millisecond), "9")
-	tr.observe(at.Add(2*time.Second), "15")
-	tr.observe(at.Add(4*time.Second), "not a number")
+	tr.observe(at.Add(500*time.Millisecond), 9)
+	tr.observe(at.Add(2*time.Second), 15)
 	got := tr.stats()
 	want := recoveryStats{count: 1, unrecovered: 1, mean: 2 * time.Second, max: 2 * time.Second}
 	if got != want {
 		t.Fatalf("after one recovery: %+v, want %+v", got, want)
 	}
-	tr.observe(at.Add(5*time.Second), "20")
+	tr.observe(at.Add(5*time.Second), 20)
 	if got := tr.stats(); got.count != 2 || got.max != 4*time.Second || got.mean != 3*time.Second || got.unrecovered != 0 {
 		t.Fatalf("after both: %+v", got)
 	}
@@ -110,8 +133,8 @@ current-context: demo
 	printTable(&out, res)
 	t.Log("\n" + out.String())
 	for _, c := range res.clients {
-		if c.fetches != 1 || !c.consistent || c.requests == 0 || c.bytes == 0 {
-			t.Errorf("%s: %+v; want one fetch and cache == server", c.name, c)
+		if c.fetches != 1 || !c.consistent || c.requests == 0 || c.bytes == 0 || c.fetchBytes == 0 || c.ended || c.watchEnds != 0 {
+			t.Errorf("%s: %+v; want one fetch, cache == server and no watch ended", c.name, c)
 		}
 	}
 	if strings.Contains(out.String(), "faults injected") {

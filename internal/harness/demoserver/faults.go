@@ -61,7 +61,7 @@ var AllFaults = []FaultKind{
 func (k FaultKind) String() string {
 	switch k {
 	case TornFrame:
-		return "torn frame"
+		return "connection cut"
 	case Unavailable:
 		return "503 on establishment"
 	case TooManyRequests:

@@ -78,6 +78,7 @@ type client struct {
 	schedule *schedule
 	stats    counters
 	floor    atomic.Uint64 // the client's own compaction floor (Compaction faults)
+	watching atomic.Int64  // watches being served now
 }
 
 // counters are the live counts behind Stats.
@@ -245,7 +246,7 @@ func (s *Server) Compact() string {
 
 // Rollout cuts every watch past its initial state (those still sending it are cut at
 // their first change after it) and answers every LIST and watch establishment 503 for d,
-// as an apiserver going away in a rolling upgrade. Every client seen so far gets a
+// as an apiserver going away in a rolling upgrade. Every client with a watch open gets a
 // Rollout fault. After StopFaults it does nothing.
 func (s *Server) Rollout(d time.Duration) {
 	s.mu.Lock()
@@ -258,7 +259,9 @@ func (s *Server) Rollout(d time.Duration) {
 	s.dropped = make(chan struct{})
 	clients := make([]*client, 0, len(s.clients))
 	for _, c := range s.clients {
-		clients = append(clients, c)
+		if c.watching.Load() > 0 {
+			clients = append(clients, c)
+		}
 	}
 	s.mu.Unlock()
 	for _, c := range clients {

@@ -613,6 +613,10 @@ func TestRollout(t *testing.T) {
 	if len(faults) != 1 || faults[0].Client != "informer" || faults[0].Kind != Rollout {
 		t.Fatalf("faults reported %+v, want one Rollout into the informer", faults)
 	}
+	s.Rollout(time.Hour) // nobody watches now: no client is hit
+	if len(faults) != 1 {
+		t.Fatalf("faults reported %+v, want none for a rollout that hit no watch", faults)
+	}
 	s.StopFaults()
 	if _, err := cms.List(t.Context(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("LIST after StopFaults: %v", err)

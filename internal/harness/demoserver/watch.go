@@ -118,6 +118,8 @@ func (s *Server) serveWatch(w *countingWriter, r *http.Request, cd codec, c *cli
 	w.WriteHeader(http.StatusOK)
 	st.flush()
 	c.stats.watches.Add(1)
+	c.watching.Add(1)
+	defer c.watching.Add(-1)
 
 	// A watch from a specific RV older than the history gets 200, then ERROR 410, then the
 	// end: kube-apiserver's "too old resource version". Watch-lists serve the current state

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// timeline is what --plot draws: per client, requests, initial-state fetches and lag
+// over time, and the faults. Its JSON form is what the plotter module reads
+// (cmd/kretry-demo/plot); times are seconds since the writer and the faults began.
+type timeline struct {
+	mu    sync.Mutex
+	start time.Time // zero until begin
+
+	Clients []string        `json:"clients"`
+	Samples []timelinePoint `json:"samples"`
+	Faults  []timelineFault `json:"faults"`
+	Spans   []timelineSpan  `json:"spans"`
+	End     float64         `json:"end"`
+}
+
+type timelinePoint struct {
+	T       float64       `json:"t"`
+	Clients []clientPoint `json:"clients"` // in Clients order
+}
+
+// clientPoint is one client at one moment; Lag is -1 where unknown (a raw watch that
+// ended, a real cluster).
+type clientPoint struct {
+	Requests int64 `json:"requests"`
+	Fetches  int64 `json:"fetches"`
+	Lag      int64 `json:"lag"`
+}
+
+type timelineFault struct {
+	T      float64 `json:"t"`
+	Client int     `json:"client"` // index in Clients
+	Kind   string  `json:"kind"`
+}
+
+type timelineSpan struct {
+	From  float64 `json:"from"`
+	To    float64 `json:"to"`
+	Label string  `json:"label"`
+}
+
+func newTimeline(clients []string) *timeline { return &timeline{Clients: clients} }
+
+func (tl *timeline) begin(at time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.start = at
+}
+
+func (tl *timeline) seconds(at time.Time) float64 { return at.Sub(tl.start).Seconds() }
+
+func (tl *timeline) sample(at time.Time, clients []clientPoint) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if !tl.start.IsZero() {
+		tl.Samples = append(tl.Samples, timelinePoint{T: tl.seconds(at), Clients: clients})
+	}
+}
+
+func (tl *timeline) fault(at time.Time, client, kind string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i, name := range tl.Clients {
+		if name == client {
+			tl.Faults = append(tl.Faults, timelineFault{T: tl.seconds(at), Client: i, Kind: kind})
+		}
+	}
+}
+
+func (tl *timeline) span(from, to time.Time, label string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.Spans = append(tl.Spans, timelineSpan{From: tl.seconds(from), To: tl.seconds(to), Label: label})
+}
+
+func (tl *timeline) end(at time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.End = tl.seconds(at)
+}
+
+func (tl *timeline) writeJSON(w io.Writer) error {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return json.NewEncoder(w).Encode(tl)
+}
+
+// plot draws the timeline as a PNG at path with the plotter module, which lives in its
+// own go.mod so that gonum/plot stays out of kretry's: it runs `go run` in that module's
+// directory, so --plot needs the go tool and a kretry checkout (as `go run
+// ./cmd/kretry-demo` has).
+func plot(ctx context.Context, tl *timeline, path string, title string, stderr io.Writer) error {
+	dir, err := plotterDir()
+	if err != nil {
+		return err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("--plot runs the plotter with the go tool: %w", err)
+	}
+	out, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	data, err := os.CreateTemp("", "kretry-demo-timeline-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(data.Name())
+	err = tl.writeJSON(data)
+	if closeErr := data.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, goTool, "run", ".", "-in", data.Name(), "-out", out, "-title", title)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("plotter (go run in %s): %w", dir, err)
+	}
+	return nil
+}
+
+// plotterDir finds cmd/kretry-demo/plot beside this source file.
+func plotterDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if ok {
+		dir := filepath.Join(filepath.Dir(file), "plot")
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", errors.New("--plot needs the plotter module in cmd/kretry-demo/plot: run the demo from a kretry checkout (go run ./cmd/kretry-demo)")
+}
