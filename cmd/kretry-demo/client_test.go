@@ -101,6 +101,8 @@ func TestTimelineJSON(t *testing.T) {
 	tl.sample(start.Add(500*time.Millisecond), []clientPoint{{Requests: 2, Fetches: 1, Lag: 3}, {Lag: -1}})
 	tl.fault(start.Add(time.Second), "b", "connection cut")
 	tl.span(start.Add(2*time.Second), start.Add(5*time.Second), "rollout")
+	tl.note(start.Add(3*time.Second), "a", "ended")
+	tl.stop(start.Add(6 * time.Second))
 	tl.end(start.Add(9 * time.Second))
 	var buf bytes.Buffer
 	if err := tl.writeJSON(&buf); err != nil {
@@ -111,7 +113,8 @@ func TestTimelineJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"clients":["a","b"],"samples":[{"t":0.5,"clients":[{"requests":2,"fetches":1,"lag":3},{"requests":0,"fetches":0,"lag":-1}]}],` +
-		`"faults":[{"t":1,"client":1,"kind":"connection cut"}],"spans":[{"from":2,"to":5,"label":"rollout"}],"end":9}`
+		`"faults":[{"t":1,"client":1,"kind":"connection cut"}],"spans":[{"from":2,"to":5,"label":"rollout"}],` +
+		`"notes":[{"t":3,"client":0,"text":"ended"}],"stop":6,"end":9}`
 	if strings.TrimSpace(buf.String()) != want {
 		t.Errorf("timeline JSON\n%s\nwant\n%s", buf.String(), want)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,8 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	tl.begin(start)
 	end := start.Add(opts.duration)
 	rollout, compaction := start.Add(time.Duration(rolloutAt*float64(opts.duration))), start.Add(time.Duration(compactionAt*float64(opts.duration)))
+	var compactionRV uint64
+	var compactPending []*side
 	sample := time.NewTicker(100 * time.Millisecond)
 	defer sample.Stop()
 	nextLine := start.Add(time.Second)
@@ -187,9 +190,19 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 			}
 			if tgt.server != nil && !compaction.IsZero() && !now.Before(compaction) {
 				compaction = time.Time{}
-				tgt.server.InjectFault(stockInformer, demoserver.Compaction)
-				tgt.server.InjectFault(kretryInformer, demoserver.Compaction)
+				compactionRV, _ = strconv.ParseUint(tgt.server.State().ResourceVersion, 10, 64)
+				compactPending = slices.DeleteFunc(slices.Clone(sides), func(s *side) bool { return s.raw })
 			}
+			// Each informer is compacted once it has caught up with the server as of the
+			// compaction's moment, not while it is still recovering from an earlier fault.
+			compactPending = slices.DeleteFunc(compactPending, func(s *side) bool {
+				rv, ok := s.lastRV()
+				if ok && rv >= compactionRV {
+					tgt.server.InjectFault(s.name, demoserver.Compaction)
+					return true
+				}
+				return false
+			})
 			observe(now, tgt.server, sides, tl)
 			if !now.Before(nextLine) {
 				nextLine = nextLine.Add(time.Second)
@@ -199,6 +212,7 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	}
 
 	// The ending: no more changes or faults; every client gets a bounded time to settle.
+	tl.stop(time.Now())
 	var changes []uint64
 	if tgt.server != nil {
 		tgt.server.StopFaults()
@@ -211,7 +225,15 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 
 	res := &result{real: tgt.server == nil, settle: opts.settle, seed: opts.seed, duration: opts.duration, changes: len(changes), timeline: tl}
 	for i, s := range sides {
-		res.clients = append(res.clients, measure(s, tgt.server, start, changes, consistent[i], settled[i]))
+		c := measure(s, tgt.server, start, changes, consistent[i], settled[i])
+		if at, ended := s.ended(); ended {
+			text := "channel closed"
+			if c.missed >= 0 {
+				text += fmt.Sprintf(": %d of %d changes missed", c.missed, len(changes))
+			}
+			tl.note(at, s.name, text)
+		}
+		res.clients = append(res.clients, c)
 	}
 	tl.end(time.Now())
 	return res, nil

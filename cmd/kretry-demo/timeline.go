@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,7 +26,9 @@ type timeline struct {
 	Samples []timelinePoint `json:"samples"`
 	Faults  []timelineFault `json:"faults"`
 	Spans   []timelineSpan  `json:"spans"`
-	End     float64         `json:"end"`
+	Notes   []timelineNote  `json:"notes"`
+	Stop    float64         `json:"stop"` // when the writer and the faults stopped
+	End     float64         `json:"end"`  // when the clients had settled
 }
 
 type timelinePoint struct {
@@ -45,6 +48,13 @@ type timelineFault struct {
 	T      float64 `json:"t"`
 	Client int     `json:"client"` // index in Clients
 	Kind   string  `json:"kind"`
+}
+
+// timelineNote is a remark on one client at one moment, such as a raw watch that ended.
+type timelineNote struct {
+	T      float64 `json:"t"`
+	Client int     `json:"client"`
+	Text   string  `json:"text"`
 }
 
 type timelineSpan struct {
@@ -74,11 +84,23 @@ func (tl *timeline) sample(at time.Time, clients []clientPoint) {
 func (tl *timeline) fault(at time.Time, client, kind string) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	for i, name := range tl.Clients {
-		if name == client {
-			tl.Faults = append(tl.Faults, timelineFault{T: tl.seconds(at), Client: i, Kind: kind})
-		}
+	if i := slices.Index(tl.Clients, client); i >= 0 {
+		tl.Faults = append(tl.Faults, timelineFault{T: tl.seconds(at), Client: i, Kind: kind})
 	}
+}
+
+func (tl *timeline) note(at time.Time, client, text string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if i := slices.Index(tl.Clients, client); i >= 0 {
+		tl.Notes = append(tl.Notes, timelineNote{T: tl.seconds(at), Client: i, Text: text})
+	}
+}
+
+func (tl *timeline) stop(at time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.Stop = tl.seconds(at)
 }
 
 func (tl *timeline) span(from, to time.Time, label string) {
