@@ -30,7 +30,7 @@ bench:
 	$(GO) run $(BENCHSTAT) bench.txt
 
 ## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time).
-FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf
+FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \

@@ -37,6 +37,7 @@ func benchStream(b testing.TB, enc Encoding, size int) ([]byte, int) {
 
 func BenchmarkScanJSON(b *testing.B)     { benchScan(b, JSON) }
 func BenchmarkScanProtobuf(b *testing.B) { benchScan(b, Protobuf) }
+func BenchmarkScanCBOR(b *testing.B)     { benchScan(b, CBOR) }
 
 func benchScan(b *testing.B, enc Encoding) {
 	for _, bs := range benchSizes {

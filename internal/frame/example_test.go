@@ -1,10 +1,13 @@
 package frame_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kretry/kretry/internal/frame"
 )
@@ -44,4 +47,21 @@ func Example() {
 	// ERROR 429 TooManyRequests retry after 3
 	// stream ended: unexpected EOF true
 	// resume from 42
+}
+
+// A resume answered 410 is delivered in the stream's own encoding; here a
+// CBOR watch (application/cbor-seq), scanned back as client-go would read it.
+func ExampleEncodeError() {
+	expired := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
+		Message: "too old resource version: 42 (97)"}
+	event, err := frame.EncodeError(frame.CBOR, expired)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	enc, _ := frame.EncodingFor("application/cbor-seq")
+	f, err := frame.NewScanner(bytes.NewReader(event), enc, 0).Next()
+	fmt.Println(enc, f.Event.Type, f.Event.Code, f.Event.Reason, err, len(f.Raw) == len(event))
+	// Output:
+	// application/cbor-seq ERROR 410 Expired <nil> true
 }

@@ -21,6 +21,12 @@ const (
 	// Protobuf is application/vnd.kubernetes.protobuf;stream=watch: each frame
 	// is a 4-byte big-endian length followed by a raw metav1.WatchEvent.
 	Protobuf
+	// CBOR is application/cbor-seq (RFC 8742 CBOR Sequences): each frame is
+	// one self-delimiting CBOR data item, a metav1.WatchEvent, with nothing
+	// between frames. kube-apiserver serves it behind the
+	// CBORServingAndStorage feature gate to clients that accept
+	// application/cbor.
+	CBOR
 )
 
 // String returns the media type of the encoding.
@@ -30,15 +36,18 @@ func (e Encoding) String() string {
 		return "application/json"
 	case Protobuf:
 		return "application/vnd.kubernetes.protobuf"
+	case CBOR:
+		return "application/cbor-seq"
 	}
 	return fmt.Sprintf("Encoding(%d)", int(e))
 }
 
 // EncodingFor maps a watch response's Content-Type to its Encoding. It reports
-// false for every media type client-go would not decode as JSON or protobuf
-// watch frames, such as application/cbor-seq or text/plain. An empty
-// Content-Type is JSON, because client-go falls back to its first (JSON)
-// serializer for it.
+// false for every media type client-go would not decode as JSON, protobuf or
+// CBOR watch frames, such as text/plain, or application/cbor, which names a
+// single data item (client-go refuses it for a watch). An empty Content-Type
+// is JSON, because client-go falls back to its first (JSON) serializer for
+// it.
 func EncodingFor(contentType string) (Encoding, bool) {
 	if contentType == "" {
 		return JSON, true
@@ -52,6 +61,8 @@ func EncodingFor(contentType string) (Encoding, bool) {
 		return JSON, true
 	case "application/vnd.kubernetes.protobuf":
 		return Protobuf, true
+	case "application/cbor-seq":
+		return CBOR, true
 	}
 	return 0, false
 }
@@ -148,7 +159,8 @@ func (ev *Event) setResumePoint(rv []byte, eventsEnd bool) {
 // Frame is one whole frame as read.
 type Frame struct {
 	// Raw is exactly the bytes consumed for this frame, including any
-	// separator bytes (JSON whitespace) read before it. It aliases the
+	// separator bytes (JSON whitespace) read before it; protobuf and CBOR
+	// have none. It aliases the
 	// Scanner's buffer and is valid until the next call to Next.
 	Raw []byte
 	// Event is what the frame says.

@@ -19,6 +19,7 @@ var writeCorpus = flag.Bool("write-corpus", false, "rewrite testdata/fuzz seed c
 
 func FuzzScanJSON(f *testing.F)     { fuzzScan(f, JSON) }
 func FuzzScanProtobuf(f *testing.F) { fuzzScan(f, Protobuf) }
+func FuzzScanCBOR(f *testing.F)     { fuzzScan(f, CBOR) }
 
 // fuzzScan checks, for any input, that the Scanner agrees with client-go's
 // decoders (compareWithOracle: same frames, same types, RVs and Status
@@ -30,6 +31,10 @@ func fuzzScan(f *testing.F, enc Encoding) {
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		compareWithOracle(t, enc, stream)
+		if enc == CBOR {
+			var fast int
+			checkFastPath(t, stream, &fast)
+		}
 		whole := scanSummary(t, bytes.NewReader(stream), enc)
 		for _, r := range []io.Reader{
 			iotest.OneByteReader(bytes.NewReader(stream)),
@@ -79,8 +84,12 @@ func seedStreams(t testing.TB, enc Encoding) [][]byte {
 		for _, tc := range jsonFrameCases {
 			seeds = append(seeds, []byte(tc.stream))
 		}
-	} else {
+	} else if enc == Protobuf {
 		for _, tc := range protobufFrameCases {
+			seeds = append(seeds, tc.stream)
+		}
+	} else {
+		for _, tc := range cborFrameCases {
 			seeds = append(seeds, tc.stream)
 		}
 	}
@@ -93,7 +102,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 	if !*writeCorpus {
 		t.Skip("run with -write-corpus to rewrite the seed corpus")
 	}
-	for target, enc := range map[string]Encoding{"FuzzScanJSON": JSON, "FuzzScanProtobuf": Protobuf} {
+	for target, enc := range map[string]Encoding{"FuzzScanJSON": JSON, "FuzzScanProtobuf": Protobuf, "FuzzScanCBOR": CBOR} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)

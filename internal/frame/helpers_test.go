@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -26,18 +28,35 @@ import (
 // This file builds real-shaped watch streams the way kube-apiserver writes
 // them and decodes streams the way client-go reads them (the oracle).
 
-func serializerInfo(t testing.TB, mediaType string) runtime.SerializerInfo {
+// cborCodecs is scheme.Codecs with CBOR, as a clientset has them when
+// client-go's ClientsAllowCBOR gate is on (rest.CodecFactoryForGeneratedClient).
+var cborCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cborserializer.NewSerializerInfo))
+
+func codecs(enc Encoding) serializer.CodecFactory {
+	if enc == CBOR {
+		return cborCodecs
+	}
+	return scheme.Codecs
+}
+
+func serializerInfo(t testing.TB, enc Encoding) runtime.SerializerInfo {
 	t.Helper()
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	info, ok := runtime.SerializerInfoForMediaType(codecs(enc).SupportedMediaTypes(), mediaType(enc))
 	if !ok || info.StreamSerializer == nil {
-		t.Fatalf("no stream serializer for %s", mediaType)
+		t.Fatalf("no stream serializer for %s", mediaType(enc))
 	}
 	return info
 }
 
+// mediaType is the media type of the serializer that writes and reads enc
+// (a CBOR watch stream is application/cbor-seq, read by the application/cbor
+// serializer's framer).
 func mediaType(enc Encoding) string {
-	if enc == Protobuf {
+	switch enc {
+	case Protobuf:
 		return runtime.ContentTypeProtobuf
+	case CBOR:
+		return runtime.ContentTypeCBOR
 	}
 	return runtime.ContentTypeJSON
 }
@@ -91,8 +110,8 @@ type watchEvent struct {
 // metav1.WatchEvent written by the stream serializer through the framer.
 func encodeEvents(t testing.TB, enc Encoding, events ...watchEvent) []byte {
 	t.Helper()
-	info := serializerInfo(t, mediaType(enc))
-	objectEncoder := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	info := serializerInfo(t, enc)
+	objectEncoder := codecs(enc).EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
 	var out bytes.Buffer
 	framed := info.StreamSerializer.Framer.NewFrameWriter(&out)
 	encoder := streaming.NewEncoder(framed, info.StreamSerializer.Serializer)
@@ -115,9 +134,9 @@ func encodeEvents(t testing.TB, enc Encoding, events ...watchEvent) []byte {
 // own object decoder, as a typed clientset has it.
 func clientGoDecoder(t testing.TB, enc Encoding, stream []byte) *restclientwatch.Decoder {
 	t.Helper()
-	info := serializerInfo(t, mediaType(enc))
+	info := serializerInfo(t, enc)
 	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
-	return restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), scheme.Codecs.UniversalDeserializer())
+	return restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), codecs(enc).UniversalDeserializer())
 }
 
 // oracleEvent is what client-go's decoders make of one frame.
@@ -141,7 +160,7 @@ type oracleEvent struct {
 // It returns the events up to the first error, and that error.
 func oracleDecode(t testing.TB, enc Encoding, stream []byte) ([]oracleEvent, error) {
 	t.Helper()
-	info := serializerInfo(t, mediaType(enc))
+	info := serializerInfo(t, enc)
 	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
 	decoder := restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), objectDecoder{enc: enc})
 	var events []oracleEvent
@@ -223,6 +242,9 @@ func (o objectDecoder) Decode(data []byte, _ *schema.GroupVersionKind, _ runtime
 		}
 		return d, gvk, nil
 	}
+	if o.enc == CBOR {
+		return cborObjectDecode(data)
+	}
 	// As the protobuf serializer: the "k8s\0" prefix and runtime.Unknown,
 	// a kind and version, then the typed object (PartialObjectMetadata has
 	// just the ObjectMeta at field 1, like every typed object).
@@ -296,7 +318,7 @@ func compareWithOracle(t testing.TB, enc Encoding, stream []byte) {
 			}
 			w := want[i]
 			if w.objectErr != nil {
-				if enc == JSON {
+				if enc != Protobuf {
 					t.Fatalf("frame %d: scanner returned %+v; client-go cannot decode the object: %v", i, fr.Event, w.objectErr)
 				}
 				// The scanner does not check every nested protobuf message.
@@ -326,7 +348,7 @@ func compareWithOracle(t testing.TB, enc Encoding, stream []byte) {
 			case w.objectErr != nil:
 			case !errors.As(err, &invalid):
 				t.Fatalf("frame %d: scanner: %v; client-go decoded %+v", i, err, w)
-			case errors.Is(err, errEnvelopeTypeMeta) && envelopeHasTypeMeta(stream[invalid.Offset:]):
+			case errors.Is(err, errEnvelopeTypeMeta) && envelopeHasTypeMeta(enc, stream[invalid.Offset:]):
 				// Stricter: client-go would look the envelope's kind up.
 			default:
 				t.Fatalf("frame %d: scanner: %v; client-go decoded %+v", i, err, w)
@@ -392,9 +414,13 @@ func checkEvent(t testing.TB, i int, got Event, w oracleEvent) {
 	}
 }
 
-// envelopeHasTypeMeta reports whether the JSON value at the start of b has a
-// non-empty top-level apiVersion or kind, as the JSON serializer reads them.
-func envelopeHasTypeMeta(b []byte) bool {
+// envelopeHasTypeMeta reports whether the JSON value (CBOR data item) at the
+// start of b has a non-empty top-level apiVersion or kind, as the serializer
+// reads them.
+func envelopeHasTypeMeta(enc Encoding, b []byte) bool {
+	if enc == CBOR {
+		return cborEnvelopeHasTypeMeta(b)
+	}
 	var frame json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&frame); err != nil {
 		return false

@@ -203,7 +203,8 @@ func TestEncodingFor(t *testing.T) {
 		{"application/vnd.kubernetes.protobuf;stream=watch", Protobuf, true},
 		{"application/vnd.kubernetes.protobuf", Protobuf, true},
 		{"", JSON, true},
-		{"application/cbor-seq", 0, false},
+		{"application/cbor-seq", CBOR, true},
+		{"application/cbor-seq; charset=x", CBOR, true},
 		{"application/cbor", 0, false},
 		{"application/yaml", 0, false},
 		{"text/plain; charset=utf-8", 0, false},
@@ -223,7 +224,7 @@ func TestEventTypeString(t *testing.T) {
 			t.Errorf("%d: %q; want %q", uint8(typ), got, want)
 		}
 	}
-	if JSON.String() != "application/json" || Encoding(7).String() != "Encoding(7)" {
+	if JSON.String() != "application/json" || CBOR.String() != "application/cbor-seq" || Encoding(7).String() != "Encoding(7)" {
 		t.Error("Encoding.String")
 	}
 }

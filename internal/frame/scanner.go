@@ -36,11 +36,12 @@ type Scanner struct {
 
 	json  jsonScanner
 	proto protoScanner
+	cbor  cborScanner
 }
 
 // NewScanner returns a Scanner that reads frames of the given encoding from r.
-// Frames longer than maxFrameSize bytes (the JSON object, or the protobuf
-// message after its 4-byte length) are refused; maxFrameSize <= 0 means
+// Frames longer than maxFrameSize bytes (the JSON object, the protobuf
+// message after its 4-byte length, or the CBOR data item) are refused; maxFrameSize <= 0 means
 // DefaultMaxFrameSize.
 func NewScanner(r io.Reader, enc Encoding, maxFrameSize int) *Scanner {
 	if maxFrameSize <= 0 {
@@ -59,6 +60,7 @@ func (s *Scanner) Reset(r io.Reader) {
 	s.readErr, s.err, s.trailing = nil, nil, nil
 	s.json.reset()
 	s.proto.reset()
+	s.cbor.reset()
 }
 
 // Next returns the next whole frame.
@@ -72,7 +74,7 @@ func (s *Scanner) Reset(r io.Reader) {
 //     *InvalidFrameError.
 //   - A frame longer than the limit yields an error wrapping
 //     ErrFrameTooLarge: for protobuf as soon as its length prefix is read,
-//     for JSON as soon as the limit is passed.
+//     for JSON and CBOR as soon as the limit is passed.
 //
 // Every error is final: later calls return it again.
 func (s *Scanner) Next() (Frame, error) {
@@ -86,6 +88,8 @@ func (s *Scanner) Next() (Frame, error) {
 		return s.nextJSON()
 	case Protobuf:
 		return s.nextProtobuf()
+	case CBOR:
+		return s.nextCBOR()
 	}
 	return Frame{}, s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
 }
@@ -93,7 +97,7 @@ func (s *Scanner) Next() (Frame, error) {
 // Trailing returns the separator bytes (JSON whitespace) read after the last
 // frame Next returned and not part of any frame, once Next has returned an
 // error, so that a caller relaying the stream can pass them on byte for byte.
-// It is nil before that and for protobuf streams. The bytes of a partial or
+// It is nil before that and for protobuf and CBOR streams. The bytes of a partial or
 // invalid frame are never included.
 func (s *Scanner) Trailing() []byte { return s.trailing }
 

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-var encodings = []Encoding{JSON, Protobuf}
+var encodings = []Encoding{JSON, Protobuf, CBOR}
 
 // realEvents is one of each kind of event an API server sends.
 func realEvents() []watchEvent {
@@ -303,9 +303,10 @@ func TestTooLarge(t *testing.T) {
 			}
 			// The limit is inclusive: a frame of exactly the limit is fine.
 			size := len(first)
-			if enc == Protobuf {
+			switch enc {
+			case Protobuf:
 				size -= 4
-			} else {
+			case JSON:
 				size-- // the newline
 			}
 			if _, _, _, err := scanAll(t, bytes.NewReader(first), enc, size); err != io.EOF {
@@ -409,7 +410,7 @@ func TestTornEveryOffset(t *testing.T) {
 // separators after it (JSON writes a newline after each frame; this test
 // adds more).
 func frameEnd(enc Encoding, stream []byte, start, end int) int {
-	if enc == Protobuf {
+	if enc != JSON {
 		return end
 	}
 	for end > start && isSpace(stream[end-1:end]) {
