@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,6 +26,10 @@ const (
 	// Protobuf leaves client-go's default for built-in types: it sends
 	// "Accept: application/vnd.kubernetes.protobuf,application/json", as informers do.
 	Protobuf = ""
+	// CBOR sets ContentType application/cbor ("Accept: application/cbor, */*"), which client-go
+	// honours with its ClientsAllowCBOR gate on (the recorder turns it on); a watch is then
+	// answered application/cbor-seq by a server with CBORServingAndStorage.
+	CBOR = "application/cbor"
 )
 
 // server indexes, in the order main starts them.
@@ -32,6 +37,7 @@ const (
 	serverDefault  = 0
 	serverLimited  = 1
 	serverNoCache  = 2
+	serverCBOR     = 3
 	tooLargeRV     = "99999999"
 	watchSeconds   = 6
 	initialEndsKey = "k8s.io/initial-events-end"
@@ -51,6 +57,27 @@ func (e *env) recorded(server int, u apiserver.User, encoding string, rec *fixtu
 		return rec
 	})
 	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// serverFor is the server a scenario recording encoding talks to: the one serving CBOR for
+// CBOR, the default one otherwise.
+func serverFor(encoding string) int {
+	if encoding == CBOR {
+		return serverCBOR
+	}
+	return serverDefault
+}
+
+// allowCBOR turns on client-go's ClientsAllowCBOR gate for the process, as
+// KUBE_FEATURE_ClientsAllowCBOR=true does, so that a client asking for CBOR decodes it.
+func allowCBOR() error {
+	gates, ok := clientfeatures.FeatureGates().(interface {
+		Set(clientfeatures.Feature, bool) error
+	})
+	if !ok {
+		return fmt.Errorf("client-go's feature gates cannot be set")
+	}
+	return gates.Set(clientfeatures.ClientsAllowCBOR, true)
 }
 
 // admin returns an unrecorded admin clientset for server: the writer and the setup.

@@ -48,12 +48,16 @@ func run(out, only string, verbose bool) error {
 		{},
 		{ExtraFlags: apiserver.RequestLimitFlags},
 		{ExtraFlags: []string{"--watch-cache-sizes=configmaps#0"}},
+		{ExtraFlags: apiserver.CBORFlags},
 	}})
 	if err != nil {
 		return err
 	}
 	defer cluster.Close()
-	fmt.Printf("cluster ready in %v (etcd + 3 kube-apiservers)\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("cluster ready in %v (etcd + 4 kube-apiservers)\n", time.Since(start).Round(time.Millisecond))
+	if err := allowCBOR(); err != nil {
+		return err
+	}
 
 	env := &env{cluster: cluster}
 	var index strings.Builder

@@ -39,6 +39,10 @@ var scenarios = []scenario{
 		watchList(JSON)},
 	{"watch-list-protobuf", "Same as watch-list with client-go's default Accept (protobuf).",
 		watchList(Protobuf)},
+	{"watch-cbor", "Same as watch-json from a client asking for application/cbor (client-go's ClientsAllowCBOR gate on) to a server with CBORServingAndStorage: application/cbor-seq, one self-described CBOR data item per event, strings as byte strings, map keys in random order.",
+		watchChurn(CBOR)},
+	{"watch-list-cbor", "Same as watch-list in CBOR (application/cbor-seq), as watch-cbor.",
+		watchList(CBOR)},
 	{"watch-rv0", "JSON WATCH at resourceVersion=0 with allowWatchBookmarks over 2 ConfigMaps: the initial ADDED from the watch cache, the initial-events-end BOOKMARK, then the writer's events.",
 		watchRV0},
 	{"watch-list-504-too-large", "Streaming list (sendInitialEvents=true, resourceVersionMatch=NotOlderThan, allowWatchBookmarks) at resourceVersion=99999999, JSON, no client retries: 200, and after about 3s one ERROR event with Status code 504, reason Timeout, cause ResourceVersionTooLarge, retryAfterSeconds 1; then the end of the stream.",
@@ -95,8 +99,11 @@ func listPaged(encoding string) func(context.Context, *env) (*fixture.File, erro
 }
 
 func suffix(encoding string) string {
-	if encoding == JSON {
+	switch encoding {
+	case JSON:
 		return ""
+	case CBOR:
+		return "-cbor"
 	}
 	return "-pb"
 }
@@ -107,17 +114,17 @@ func watchChurn(encoding string) func(context.Context, *env) (*fixture.File, err
 		if err != nil {
 			return nil, err
 		}
-		rv, err := e.seed(ctx, serverDefault, ns, "cm", 1)
+		rv, err := e.seed(ctx, serverFor(encoding), ns, "cm", 1)
 		if err != nil {
 			return nil, err
 		}
 		rec := &fixture.Recorder{}
-		cs := e.recorded(serverDefault, apiserver.Admin, encoding, rec)
+		cs := e.recorded(serverFor(encoding), apiserver.Admin, encoding, rec)
 		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, watchFrom(rv))
 		if err != nil {
 			return nil, err
 		}
-		s, err := drainWhile(w, func() error { return e.churn(ctx, serverDefault, ns, "w") })
+		s, err := drainWhile(w, func() error { return e.churn(ctx, serverFor(encoding), ns, "w") })
 		if err != nil {
 			return nil, err
 		}
@@ -149,11 +156,11 @@ func watchList(encoding string) func(context.Context, *env) (*fixture.File, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := e.seed(ctx, serverDefault, ns, "cm", 3); err != nil {
+		if _, err := e.seed(ctx, serverFor(encoding), ns, "cm", 3); err != nil {
 			return nil, err
 		}
 		rec := &fixture.Recorder{}
-		cs := e.recorded(serverDefault, apiserver.Admin, encoding, rec)
+		cs := e.recorded(serverFor(encoding), apiserver.Admin, encoding, rec)
 		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{
 			SendInitialEvents:    ptr(true),
 			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
@@ -163,7 +170,7 @@ func watchList(encoding string) func(context.Context, *env) (*fixture.File, erro
 		if err != nil {
 			return nil, err
 		}
-		s, err := drainWhile(w, func() error { return e.churn(ctx, serverDefault, ns, "w") })
+		s, err := drainWhile(w, func() error { return e.churn(ctx, serverFor(encoding), ns, "w") })
 		if err != nil {
 			return nil, err
 		}

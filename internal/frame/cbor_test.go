@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
+
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // The oracle's object decoder for CBOR: apimachinery's serializer (its lax
@@ -384,5 +387,39 @@ func TestCBORNondeterministicEncoding(t *testing.T) {
 		if fast != 1 {
 			t.Fatalf("the fast path did not read what kube-apiserver writes")
 		}
+	}
+}
+
+// TestScanRecordedCBOR: the CBOR watch streams recorded from kube-apiserver
+// v1.37.2 with CBORServingAndStorage (conformance/testdata) are read on the
+// fast path, frame by frame, as client-go reads them.
+func TestScanRecordedCBOR(t *testing.T) {
+	for _, name := range []string{"watch-cbor", "watch-list-cbor"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := fixture.Load(filepath.Join("..", "..", "conformance", "testdata", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := f.Exchanges[0].Response
+			if enc, ok := EncodingFor(resp.ContentType()); !ok || enc != CBOR {
+				t.Fatalf("recorded Content-Type %q", resp.ContentType())
+			}
+			stream := resp.Body()
+			frames, raw, _, err := scanAll(t, bytes.NewReader(stream), CBOR, 0)
+			if err != io.EOF || !bytes.Equal(raw, stream) || len(frames) < 5 {
+				t.Fatalf("%d frames, %v", len(frames), err)
+			}
+			fast := 0
+			checkFastPath(t, stream, &fast)
+			if fast != len(frames) {
+				t.Fatalf("%d of %d recorded frames took the fast path", fast, len(frames))
+			}
+			compareWithOracle(t, CBOR, stream)
+			for _, fr := range frames {
+				if len(fr.Event.ResourceVersion) == 0 {
+					t.Fatalf("frame without a resourceVersion: %+v", fr.Event)
+				}
+			}
+		})
 	}
 }

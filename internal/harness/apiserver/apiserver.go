@@ -60,6 +60,10 @@ var RequestLimitFlags = []string{
 	"--enable-priority-and-fairness=false",
 }
 
+// CBORFlags make a kube-apiserver serve CBOR (application/cbor, and application/cbor-seq for
+// watches) to clients that accept it; the gate is alpha in v1.37, off by default.
+var CBORFlags = []string{"--feature-gates=CBORServingAndStorage=true"}
+
 // Options configures a cluster. The zero value starts one etcd and one kube-apiserver.
 type Options struct {
 	// Servers lists the kube-apiservers to start on the shared etcd; empty means one with
