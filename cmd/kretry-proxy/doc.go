@@ -20,13 +20,21 @@
 //	                    (default: localhost, 127.0.0.1, ::1)
 //	--allow-upgrades    let protocol upgrades and pods' exec, attach, portforward through
 //	--read-only         refuse every method but GET
-//	--retry-gets        retry single-object GETs and discovery like LISTs (default true)
+//	--retry-gets        retry GETs of single objects (and of /api/v1-style discovery) like
+//	                    LISTs (default true: a proxy's callers would rather wait than fail)
+//	--shutdown-timeout  how long requests in flight may take after SIGTERM/SIGINT (10s)
+//	--demo-fault-rate   demo server only: fault scenarios per second per client (0.2)
 //
 // It prints "Starting to serve on ADDRESS:PORT" as `kubectl proxy` does, serves /healthz and
-// /metrics itself, and on SIGTERM or SIGINT ends open watches cleanly and exits once the
-// requests in flight are done (at most --shutdown-timeout, 10s).
+// /metrics itself, and on SIGTERM or SIGINT ends open watches cleanly (the client sees its
+// watch end after the last whole event, as when the API server ends one) and exits once the
+// other requests in flight are done; a second signal kills it.
 //
 // The handler is k8s.io/kubectl/pkg/proxy's, so answers are those of `kubectl proxy`; see
-// package proxy for why, and for the checks in front of it. This command is a module of its
-// own so that k8s.io/kubectl stays out of the library's go.mod.
+// package proxy for why, and for the checks in front of it. As with `kubectl proxy`, a
+// client's Impersonate-* headers pass through (the proxy's identity needs the impersonate
+// verb for them to work); its Authorization header does not.
+//
+// This command is a module of its own, so that k8s.io/kubectl stays out of the library's
+// go.mod; from the repository root: go -C cmd/kretry-proxy run . --kubeconfig ~/.kube/config
 package main

@@ -26,6 +26,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the first signal shuts down gracefully; a second one kills
+	}()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "kretry-proxy:", err)
 		os.Exit(1)
@@ -57,7 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.acceptHosts, "accept-hosts", proxy.DefaultAcceptHosts, "comma-separated regular expressions for accepted Host header names")
 	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let protocol upgrades and pods' exec, attach and portforward through")
 	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET")
-	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry single-object GETs and discovery like LISTs")
+	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
 	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "demo server only: fault scenarios per second per client")
 	if err := fs.Parse(args); err != nil {
