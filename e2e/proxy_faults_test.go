@@ -40,6 +40,7 @@ type apiFaults struct {
 // wireCounts are ConfigMap requests as the API server's side of the cut link saw them.
 type wireCounts struct {
 	Lists, Lists200, Watches, WatchLists int // forwarded to the API server
+	OverHTTP2                            int // of those, the ones that came over HTTP/2
 	UnavailableLists, UnavailableWatches int // answered 503 by the injector
 	InternalErrors                       int // ERROR 500 events injected
 }
@@ -78,6 +79,9 @@ func newAPIFaults(t *testing.T, server int) *apiFaults {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request (injected)","reason":"ServiceUnavailable","code":503}`)
 			return
+		}
+		if kind != "" && r.ProtoMajor == 2 {
+			f.count(func(c *wireCounts) { c.OverHTTP2++ })
 		}
 		switch kind {
 		case "list":

@@ -462,6 +462,9 @@ func proxyFigureFor(t *testing.T, p *proxyPath, metric func(string, ...string) i
 		if f.Missed != 0 {
 			fail("%d of %d changes missed", f.Missed, len(ref))
 		}
+		if forwarded := wire.Lists + wire.Watches + wire.WatchLists; wire.OverHTTP2 != forwarded {
+			fail("%d of its %d requests reached the API server's side over HTTP/2, want all", wire.OverHTTP2, forwarded)
+		}
 		if f.Errors == 0 || f.Unavailable == 0 || f.WireWatch < 2 {
 			fail("the path saw %d ERROR events, %d 503s and %d watches on the wire: the scenario did not exercise it", f.Errors, f.Unavailable, f.WireWatch)
 		}
