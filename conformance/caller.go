@@ -46,9 +46,15 @@ type observation struct {
 // plugs a transport into a rest.Config.
 func (r *replay) clientset(wrap func(http.RoundTripper) http.RoundTripper) (*kubernetes.Clientset, error) {
 	cfg := &rest.Config{Host: baseURL, Transport: r.mock}
-	// The recorded client asked for JSON ("application/json, */*") or used client-go's
-	// protobuf default; the caller asks the same.
-	if !prefersProtobuf(r.file.Exchanges[0].Request.Header.Get("Accept")) {
+	// The recorded client asked for JSON ("application/json, */*"), for CBOR, or used
+	// client-go's protobuf default; the caller asks the same.
+	switch accept := r.file.Exchanges[0].Request.Header.Get("Accept"); {
+	case prefersCBOR(accept):
+		if err := allowCBOR(); err != nil {
+			return nil, err
+		}
+		cfg.ContentType = "application/cbor"
+	case !prefersProtobuf(accept):
 		cfg.ContentType = "application/json"
 	}
 	if wrap != nil {

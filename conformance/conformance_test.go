@@ -93,7 +93,7 @@ func assertFailureSet(t *testing.T, failed map[string]string, want []string) {
 // re-watching after a cut, a 429 or a refused connection).
 func TestStockClientGoFails(t *testing.T) {
 	failed, _ := failures(t, nil)
-	assertFailureSet(t, failed, []string{
+	assertFailureSet(t, failed, append([]string{
 		"watch-json/cut-mid-frame",
 		"watch-json/cut-at-boundary",
 		"watch-json/cut-twice",
@@ -125,7 +125,7 @@ func TestStockClientGoFails(t *testing.T) {
 		"informer/resume-503",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
-	})
+	}, cborFailures...))
 	// The reasons are the caller's view: client-go decoded the injected ERROR frames
 	// (JSON and protobuf) and the relists were seen by the server.
 	for name, want := range map[string]string{
@@ -135,6 +135,8 @@ func TestStockClientGoFails(t *testing.T) {
 		"watch-json/establish-refused": "connection refused",
 		"informer/error-500":           "relist:",
 		"informer-protobuf/error-500":  "relist:",
+		"watch-cbor/error-500":         "is ERROR 500 InternalError",
+		"informer-cbor/error-500":      "relist:",
 	} {
 		if !strings.Contains(failed[name], want) {
 			t.Errorf("%s: reason %q, want it to mention %q", name, failed[name], want)
@@ -164,7 +166,7 @@ func TestRetryEverythingFails(t *testing.T) {
 	if reason := failed["list-paged/503-persistent"]; !strings.Contains(reason, "not the server's 503 Status") {
 		t.Errorf("list-paged/503-persistent: %q, want the lost Status caught", reason)
 	}
-	assertFailureSet(t, failed, []string{
+	assertFailureSet(t, failed, append([]string{
 		"watch-json/cut-mid-frame",
 		"watch-json/cut-at-boundary",
 		"watch-json/cut-twice",
@@ -191,5 +193,5 @@ func TestRetryEverythingFails(t *testing.T) {
 		"informer/error-500",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
-	})
+	}, cborFailures...))
 }

@@ -21,11 +21,16 @@
 // kubectl get -w does), a LIST through tools/pager, single LISTs, a Create, and a
 // SharedIndexInformer (which starts with a streaming list). The faults are those of a real
 // network and a real control plane: a connection cut at a byte offset (inside a frame, inside
-// a protobuf length prefix, at a frame boundary, halfway through a LIST body), an early clean
-// close of a watch, an HTTP status in place of a response (503 without Retry-After, the
-// recorded 429 text/plain with Retry-After: 1, a 500 InternalError Status, the recorded 504
-// ResourceVersionTooLarge, 403, 410), an ERROR event in the stream (429 with
-// retryAfterSeconds, 500, 410), and connection refused or reset before a response.
+// a protobuf length prefix or a CBOR head, at a frame boundary, halfway through a LIST body),
+// an early clean close of a watch, an HTTP status in place of a response (503 without
+// Retry-After, the recorded 429 text/plain with Retry-After: 1, a 500 InternalError Status,
+// the recorded 504 ResourceVersionTooLarge, 403, 410), an ERROR event in the stream (429
+// with retryAfterSeconds, 500, 410), and connection refused or reset before a response.
+//
+// Watches come in the three encodings kube-apiserver serves: JSON, protobuf and CBOR
+// (application/cbor-seq, recorded from a server with CBORServingAndStorage; a CBOR scenario
+// turns client-go's ClientsAllowCBOR gate on for the process, as
+// KUBE_FEATURE_ClientsAllowCBOR=true would, so that its client can ask for CBOR).
 //
 // Some scenarios are there because retrying is wrong: a 410 must reach the caller (it is
 // client-go's cue to relist), a break inside the initial state of a streaming list has no

@@ -83,6 +83,7 @@ type encoding int
 const (
 	encJSON encoding = iota
 	encProtobuf
+	encCBOR
 )
 
 // encodingOf maps a watch response's Content-Type to its encoding, as client-go chooses its
@@ -100,6 +101,8 @@ func encodingOf(contentType string) (encoding, error) {
 		return encJSON, nil
 	case "application/vnd.kubernetes.protobuf":
 		return encProtobuf, nil
+	case "application/cbor-seq":
+		return encCBOR, nil
 	}
 	return 0, fmt.Errorf("unsupported watch content type %q", contentType)
 }
@@ -125,7 +128,7 @@ func splitFrames(body []byte, enc encoding) ([]recordedFrame, error) {
 		if err != nil {
 			return nil, fmt.Errorf("frame %d at byte %d: %w", len(frames), len(body)-len(rest), err)
 		}
-		decoded, _, err := scheme.Codecs.UniversalDeserializer().Decode(obj, nil, nil)
+		decoded, _, err := objectDecoder(enc).Decode(obj, nil, nil)
 		if err != nil {
 			return nil, fmt.Errorf("frame %d: %w", len(frames), err)
 		}
@@ -142,6 +145,9 @@ func splitFrames(body []byte, enc encoding) ([]recordedFrame, error) {
 // nextFrame finds the first frame of b: its length (with trailing separators), type and the
 // encoded object.
 func nextFrame(b []byte, enc encoding) (int, string, []byte, error) {
+	if enc == encCBOR {
+		return nextCBORFrame(b)
+	}
 	if enc == encProtobuf {
 		if len(b) < 4 {
 			return 0, "", nil, errors.New("partial length prefix")
@@ -212,6 +218,9 @@ func rvAfter(a, b string) bool {
 func errorFrame(st *metav1.Status, enc encoding) ([]byte, error) {
 	st = st.DeepCopy()
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	if enc == encCBOR {
+		return cborErrorFrame(st)
+	}
 	if enc == encProtobuf {
 		var object bytes.Buffer
 		if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(st, &object); err != nil {

@@ -38,7 +38,7 @@ func cutList(nth, at int) Fault { return Fault{Kind: Cut, On: ListRequest, Nth: 
 // transport makes of it. The watch fixtures have 5 to 11 frames; faults sit in the middle of
 // the stream, after the initial state where there is one.
 func Scenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		// A JSON watch: ADDED, ADDED, MODIFIED, DELETED, BOOKMARK(s) from a specific RV.
 		{Name: "watch-json/clean", Fixture: "watch-json", Caller: RawWatch,
 			Why: "the replay itself: every transport passes it"},
@@ -235,5 +235,5 @@ func Scenarios() []Scenario {
 		{Name: "informer-protobuf/error-500", Fixture: "watch-list-protobuf", Caller: Informer,
 			Faults: []Fault{errorEvent(0, 6, 500, 0)},
 			Why:    "an in-stream protobuf ERROR 500 must not cost a relist"},
-	}
+	}, cborScenarios()...)
 }

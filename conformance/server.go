@@ -354,6 +354,9 @@ func (r *replay) statusResponse(req *http.Request, f Fault) *http.Response {
 	if prefersProtobuf(req.Header.Get("Accept")) {
 		contentType = "application/vnd.kubernetes.protobuf"
 		_ = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(st, &body)
+	} else if prefersCBOR(req.Header.Get("Accept")) {
+		contentType = "application/cbor"
+		_ = encodeCBORStatus(st, &body)
 	} else {
 		_ = scheme.Codecs.LegacyCodec(metav1.SchemeGroupVersion).Encode(st, &body)
 	}

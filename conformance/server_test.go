@@ -219,7 +219,7 @@ func TestRecordedStreams(t *testing.T) {
 	if watches < 8 {
 		t.Errorf("%d recorded watches, want the 8 or more cmd/kretry-record writes", watches)
 	}
-	for _, enc := range []encoding{encJSON, encProtobuf} {
+	for _, enc := range []encoding{encJSON, encProtobuf, encCBOR} {
 		raw, err := errorFrame(&metav1.Status{Code: 429, Reason: metav1.StatusReasonTooManyRequests}, enc)
 		if err != nil {
 			t.Fatal(err)

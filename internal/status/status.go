@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 
 	"github.com/kretry/kretry/internal/policy"
 )
@@ -19,9 +21,18 @@ const BodyLimit = 64 << 10
 // protobufPrefix starts every protobuf-encoded Kubernetes object.
 var protobufPrefix = []byte("k8s\x00")
 
-// Parse decodes body as a metav1.Status if it is one. It reports false for
-// anything else: a text/plain 429 from the inflight limiter, an HTML error
-// page from a proxy, a truncated body.
+// cborStatus decodes a CBOR Status (kube-apiserver's answer to a client that
+// accepts application/cbor) as client-go does: apimachinery's CBOR serializer
+// over a scheme that knows metav1.Status.
+var cborStatus = func() runtime.Decoder {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	return cborserializer.NewSerializer(scheme, scheme)
+}()
+
+// Parse decodes body as a metav1.Status if it is one (JSON, protobuf or
+// CBOR). It reports false for anything else: a text/plain 429 from the
+// inflight limiter, an HTML error page from a proxy, a truncated body.
 func Parse(contentType string, body []byte) (*metav1.Status, bool) {
 	if bytes.HasPrefix(body, protobufPrefix) {
 		var unknown runtime.Unknown
@@ -34,7 +45,15 @@ func Parse(contentType string, body []byte) (*metav1.Status, bool) {
 		}
 		return status, true
 	}
-	if mediaType, _, err := mime.ParseMediaType(contentType); err != nil || mediaType != "application/json" {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err == nil && mediaType == "application/cbor" {
+		status := &metav1.Status{}
+		if _, _, err := cborStatus.Decode(body, nil, status); err != nil || status.Kind != "Status" {
+			return nil, false
+		}
+		return status, true
+	}
+	if err != nil || mediaType != "application/json" {
 		return nil, false
 	}
 	status := &metav1.Status{}

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 )
 
 // protobufStatus encodes st as the API server does for
@@ -29,6 +30,16 @@ func protobufStatus(t *testing.T, st *metav1.Status) []byte {
 	return append([]byte("k8s\x00"), body...)
 }
 
+// cborStatusBody encodes st as the API server does for application/cbor.
+func cborStatusBody(t *testing.T, st *metav1.Status) []byte {
+	t.Helper()
+	var body bytes.Buffer
+	if err := cborserializer.NewSerializer(nil, nil).Encode(st, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Bytes()
+}
+
 func TestParse(t *testing.T) {
 	tooMany := &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
@@ -49,6 +60,10 @@ func TestParse(t *testing.T) {
 		{"protobuf", "application/vnd.kubernetes.protobuf", protobufStatus(t, tooMany), 429, true},
 		{"protobuf, not a Status", "application/vnd.kubernetes.protobuf", protobufStatus(t, notStatus), 0, false},
 		{"protobuf, truncated", "application/vnd.kubernetes.protobuf", protobufStatus(t, tooMany)[:12], 0, false},
+		{"CBOR", "application/cbor", cborStatusBody(t, tooMany), 429, true},
+		{"CBOR, not a Status", "application/cbor", cborStatusBody(t, notStatus), 0, false},
+		{"CBOR, truncated", "application/cbor", cborStatusBody(t, tooMany)[:20], 0, false},
+		{"CBOR body, JSON content type", "application/json", cborStatusBody(t, tooMany), 0, false},
 		{"inflight limiter's text/plain", "text/plain; charset=utf-8", []byte("Too many requests, please try again later.\n"), 0, false},
 		{"JSON body, text content type", "text/plain", jsonStatus, 0, false},
 		{"HTML from a proxy", "text/html", []byte("<html><body>502 Bad Gateway</body></html>"), 0, false},
@@ -65,6 +80,9 @@ func TestParse(t *testing.T) {
 			}
 			if ok && st.Code != tt.wantCode {
 				t.Errorf("Code = %d, want %d", st.Code, tt.wantCode)
+			}
+			if ok && (st.Reason != metav1.StatusReasonTooManyRequests || st.Details == nil || st.Details.RetryAfterSeconds != 7) {
+				t.Errorf("decoded %+v", st)
 			}
 		})
 	}
