@@ -84,10 +84,10 @@ func start(t *testing.T, args ...string) (addr string, stdout *syncBuffer) {
 	return addr, stdout
 }
 
-// TestDemoMode: without --kubeconfig the proxy serves the demo server, and a watch through it
-// delivers events line by line.
+// TestDemoMode: without --kubeconfig the proxy serves the demo server (its faults off here, so
+// that nothing but the proxy is tested), and a watch through it delivers events line by line.
 func TestDemoMode(t *testing.T) {
-	addr, stdout := start(t)
+	addr, stdout := start(t, "--demo-fault-rate", "0")
 	if out := stdout.String(); !strings.Contains(out, "demo API server") || !strings.Contains(out, "Starting to serve on "+addr) {
 		t.Errorf("stdout %q", out)
 	}
