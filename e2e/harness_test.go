@@ -36,7 +36,7 @@ import (
 const (
 	serverA       = 0 // default flags: random cuts, failover primary, restart
 	serverLimited = 1 // request-limit mode: 429 bursts
-	serverC       = 2 // default flags: failover secondary, writer while A is down
+	serverC       = 2 // failover secondary, writer while A is down; also serves CBOR (cbor-cuts)
 	serverLagging = 3 // reaches etcd through etcdProxy, which can stall it: 504 TooLarge
 )
 
@@ -89,7 +89,7 @@ func sharedCluster(t *testing.T) *apiserver.Cluster {
 			Servers: []apiserver.ServerOptions{
 				{},
 				{ExtraFlags: apiserver.RequestLimitFlags},
-				{},
+				{ExtraFlags: apiserver.CBORFlags},
 				{EtcdVia: viaEtcdProxy},
 			},
 			ReadyTimeout: 120 * time.Second,
