@@ -26,12 +26,14 @@ type options struct {
 	settle    time.Duration // bound on the wait for the clients at the end
 	objects   int
 	faultRate float64
-	rollout   time.Duration // how long the rollout answers 503
+	rollouts  int           // waves of the rolling upgrade
+	rollout   time.Duration // how long each wave answers 503
 	throttle  time.Duration // how long a 429 burst lasts
 	seed      uint64
 	// kubeconfig, when set, watches a real cluster (read-only, no faults) instead.
 	kubeconfig string
 	namespace  string
+	retryLog   io.Writer // with -v: every kretry retry, as it happens
 }
 
 // faultMix is what each client's own schedule draws from, by weight: the faults of a
@@ -60,11 +62,15 @@ func faultKinds() []demoserver.FaultKind {
 	return kinds
 }
 
-// When the server-wide faults come, as fractions of the run.
-const (
-	rolloutAt    = 1.0 / 3
-	compactionAt = 2.0 / 3
-)
+// schedule is when the faults for several clients come: the waves of the rolling
+// upgrade, evenly spread, then the informers' compaction, in a run of n+2 equal parts.
+func (o options) schedule() (rollouts []time.Duration, compaction time.Duration) {
+	part := o.duration / time.Duration(o.rollouts+2)
+	for i := 1; i <= o.rollouts; i++ {
+		rollouts = append(rollouts, time.Duration(i)*part)
+	}
+	return rollouts, time.Duration(o.rollouts+1) * part
+}
 
 // clientResult is one column of the final table.
 type clientResult struct {
@@ -154,7 +160,7 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		if name == stockRawWatch || name == kretryRawWatch {
 			start = startRawWatch
 		}
-		s, err := start(clientCtx, name, tgt.config(name), tgt.namespace)
+		s, err := start(clientCtx, name, tgt.config(name), tgt.namespace, opts.retryLog)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -173,8 +179,10 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	start := time.Now()
 	tl.begin(start)
 	end := start.Add(opts.duration)
-	rollout, compaction := start.Add(time.Duration(rolloutAt*float64(opts.duration))), start.Add(time.Duration(compactionAt*float64(opts.duration)))
+	rollouts, compactionAt := opts.schedule()
+	compaction := start.Add(compactionAt)
 	var compactionRV uint64
+	wave := 0 // rollout waves so far
 	var compactPending []*side
 	sample := time.NewTicker(100 * time.Millisecond)
 	defer sample.Stop()
@@ -183,10 +191,10 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		select {
 		case <-ctx.Done():
 		case now = <-sample.C:
-			if tgt.server != nil && !rollout.IsZero() && !now.Before(rollout) {
-				rollout = time.Time{}
+			if tgt.server != nil && wave < len(rollouts) && now.Sub(start) >= rollouts[wave] {
+				wave++
 				tgt.server.Rollout(opts.rollout)
-				tl.span(now, now.Add(opts.rollout), fmt.Sprintf("rollout: %s of 503s", opts.rollout))
+				tl.span(now, now.Add(opts.rollout), fmt.Sprintf("rollout %d: 503s", wave))
 			}
 			if tgt.server != nil && !compaction.IsZero() && !now.Before(compaction) {
 				compaction = time.Time{}
@@ -251,9 +259,9 @@ func openTarget(opts options, out io.Writer, onFault func(demoserver.Fault)) (*t
 			Hold:          true,
 			OnFault:       onFault,
 		})
-		fmt.Fprintf(out, "demo server %s: %d ConfigMaps changing every 50ms; per client %.2g faults/s, seed %d; rollout at %s, compaction at %s\n",
-			server.URL(), opts.objects, opts.faultRate, opts.seed,
-			roundDuration(time.Duration(rolloutAt*float64(opts.duration))), roundDuration(time.Duration(compactionAt*float64(opts.duration))))
+		rollouts, compaction := opts.schedule()
+		fmt.Fprintf(out, "demo server %s: %d ConfigMaps changing every 50ms; per client %.2g faults/s, seed %d; rollout waves at %v, compaction at %s\n",
+			server.URL(), opts.objects, opts.faultRate, opts.seed, rollouts, compaction)
 		return &target{
 			server:    server,
 			namespace: server.Namespace(),

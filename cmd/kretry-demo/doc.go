@@ -9,8 +9,8 @@
 //
 // The faults (--help lists them with their weights): per client, connection cuts, early
 // closes, InternalError ERROR events and 429 bursts with Retry-After; for every client at
-// once, at a third of the run, an apiserver rollout (every connection dropped, then 503s
-// on every LIST and watch for a few seconds); for the informers, at two thirds, a
+// once, three waves of a rolling upgrade (every connection dropped, then 503s on every
+// LIST and watch for a few seconds); for the informers, after the last wave, a
 // compaction whose 410 Expired is the one fault where a relist is the right answer. The
 // server holds still until every client has its initial state, so all four start from
 // the same resourceVersion and "changes missed" is exact.

@@ -41,10 +41,11 @@ every client with the faults of a real cluster, squeezed into a short run:
 			fmt.Fprintf(&b, "    %-17s       %s\n", "", line)
 		}
 	}
-	b.WriteString(`  all clients with a watch open, at 1/3 of --duration
-    rollout (503s)          every connection dropped, then --rollout of 503s on every
-                            LIST and watch (an apiserver restarting in a rolling upgrade)
-  the informers, at 2/3 of --duration
+	b.WriteString(`  every client, --rollouts times, evenly spread (1/5, 2/5, 3/5 of --duration by default)
+    rollout (503s)          a rolling upgrade, one apiserver after another: every
+                            connection dropped, then --rollout of 503s on every LIST and
+                            watch (the one demo server stands for the whole control plane)
+  the informers, after the last wave (4/5 of --duration by default), once caught up
     compaction (410)        the watch closes and its resourceVersion is compacted: the
                             one fault where a relist is the right answer (a 410 ends a
                             raw watch with or without kretry, so raw watchers get none)
@@ -66,19 +67,22 @@ func main() {
 	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "how long the clients may take to catch up with the server at the end")
 	flag.IntVar(&opts.objects, "objects", 500, "ConfigMaps in the demo collection")
 	flag.Float64Var(&opts.faultRate, "fault-rate", 0.5, "per-client faults per second, each once the client has caught up since the last")
-	flag.DurationVar(&opts.rollout, "rollout", 3*time.Second, "how long the rollout answers 503")
+	flag.IntVar(&opts.rollouts, "rollouts", 3, "waves of the rolling upgrade (apiservers restarted one after another)")
+	flag.DurationVar(&opts.rollout, "rollout", 2*time.Second, "how long each wave answers 503")
 	flag.DurationVar(&opts.throttle, "throttle", 2*time.Second, "how long a 429 burst lasts")
 	flag.Uint64Var(&opts.seed, "seed", defaultSeed, "seed of the writer and the fault schedules")
 	plotPath := flag.String("plot", "", "write a PNG timeline here (runs the plotter module in cmd/kretry-demo/plot with the go tool)")
 	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "watch a real cluster with this kubeconfig instead (read-only, no faults)")
 	flag.StringVar(&opts.namespace, "namespace", "", `with --kubeconfig: the namespace to watch ("all" for every one; default the context's)`)
-	verbose := flag.Bool("v", false, "keep client-go's log output")
+	verbose := flag.Bool("v", false, "keep client-go's log output, and log kretry's retries")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage())
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if !*verbose {
+	if *verbose {
+		opts.retryLog = os.Stderr
+	} else {
 		quietKlog()
 	}
 

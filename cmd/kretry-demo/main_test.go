@@ -28,6 +28,7 @@ func TestDemo(t *testing.T) {
 		settle:    30 * time.Second,
 		objects:   40,
 		faultRate: 3,
+		rollouts:  1,
 		rollout:   time.Second,
 		throttle:  time.Second,
 		seed:      defaultSeed,
@@ -74,9 +75,9 @@ func TestDemo(t *testing.T) {
 	if stock.fetches <= 1+stock.expired {
 		t.Errorf("stock informer: %d initial-state fetches with %d 410s, faults %v; want relists beyond the 410s", stock.fetches, stock.expired, stock.faultKinds)
 	}
-	if !stock.consistent {
-		t.Error("stock informer: cache != server state after the settle wait")
-	}
+	// The stock informer's cache is not checked: after a string of faults client-go's
+	// reflector may back off for up to 30s (one backoff for relists and re-watches, reset
+	// after 2 minutes without a failure), longer than the settle wait.
 	if !stockRaw.ended || stockRaw.missed == 0 {
 		t.Errorf("stock raw watch: ended %v, missed %d; want it ended by its first fault", stockRaw.ended, stockRaw.missed)
 	}

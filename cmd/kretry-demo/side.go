@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -55,7 +57,7 @@ type side struct {
 // newSide wires the transports onto cfg: the wire counter below everything, kretry for a
 // kretry side, the watch-end observer on top (client-go's user agent and auth wrappers
 // stay above all of them).
-func newSide(name string, cfg *rest.Config) (*side, *kubernetes.Clientset, error) {
+func newSide(name string, cfg *rest.Config, retryLog io.Writer) (*side, *kubernetes.Clientset, error) {
 	s := &side{
 		name:     name,
 		raw:      name == stockRawWatch || name == kretryRawWatch,
@@ -68,16 +70,24 @@ func newSide(name string, cfg *rest.Config) (*side, *kubernetes.Clientset, error
 	}
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { s.wire.next = next; return s.wire })
 	if s.kretry {
-		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(transport.Retry) { s.retries.Add(1) }}))
+		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(r transport.Retry) { s.noteRetry(r.Reason, r.Cause, r.Wait, retryLog) }}))
 	}
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { s.ends.next = next; return s.ends })
 	clientset, err := kubernetes.NewForConfig(cfg)
 	return s, clientset, err
 }
 
+// noteRetry counts one of kretry's retries and, with -v, logs it.
+func (s *side) noteRetry(reason any, cause string, wait time.Duration, retryLog io.Writer) {
+	s.retries.Add(1)
+	if retryLog != nil {
+		fmt.Fprintf(retryLog, "%s %s: kretry retries (%v: %s) in %s\n", time.Now().Format("15:04:05.000"), s.name, reason, cause, wait.Round(time.Millisecond))
+	}
+}
+
 // startInformer starts an informer side; its handlers note every change they are told of.
-func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace string) (*side, error) {
-	s, clientset, err := newSide(name, cfg)
+func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace string, retryLog io.Writer) (*side, error) {
+	s, clientset, err := newSide(name, cfg, retryLog)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +111,8 @@ func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace
 
 // startRawWatch starts a raw watcher side: LIST, then Watch from the list's RV, and a
 // goroutine that reads the channel until it closes. It returns once the watch is open.
-func startRawWatch(ctx context.Context, name string, cfg *rest.Config, namespace string) (*side, error) {
-	s, clientset, err := newSide(name, cfg)
+func startRawWatch(ctx context.Context, name string, cfg *rest.Config, namespace string, retryLog io.Writer) (*side, error) {
+	s, clientset, err := newSide(name, cfg, retryLog)
 	if err != nil {
 		return nil, err
 	}

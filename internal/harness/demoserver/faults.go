@@ -173,6 +173,16 @@ func (s *schedule) inject(kind FaultKind) {
 	s.progressed = false
 }
 
+// restart disarms the schedule until the client makes progress again: a fault that hit
+// it from elsewhere (a Rollout) counts as the previous one.
+func (s *schedule) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = 0
+	s.due = 0
+	s.progressed = false
+}
+
 // stop disarms the schedule for good.
 func (s *schedule) stop() {
 	s.mu.Lock()

@@ -70,6 +70,7 @@ type Server struct {
 	begun       bool          // the fault schedules run (Begin, or no Hold)
 	unavailable time.Time     // Rollout: LISTs and watches before it get 503
 	dropped     chan struct{} // closed (and replaced) when a Rollout cuts every watch
+	rollouts    uint64        // Rollouts so far
 }
 
 // client is what the server keeps per User-Agent.
@@ -79,6 +80,7 @@ type client struct {
 	stats    counters
 	floor    atomic.Uint64 // the client's own compaction floor (Compaction faults)
 	watching atomic.Int64  // watches being served now
+	rollout  atomic.Uint64 // the last Rollout recorded for the client
 }
 
 // counters are the live counts behind Stats.
@@ -246,8 +248,10 @@ func (s *Server) Compact() string {
 
 // Rollout cuts every watch past its initial state (those still sending it are cut at
 // their first change after it) and answers every LIST and watch establishment 503 for d,
-// as an apiserver going away in a rolling upgrade. Every client with a watch open gets a
-// Rollout fault. After StopFaults it does nothing.
+// as an apiserver going away in a rolling upgrade. A client gets a Rollout fault when its
+// watch is cut or, if it had none open, at its first 503; every client's schedule waits
+// for its progress again (a scenario armed before would otherwise hit the first frame
+// after the rollout). After StopFaults it does nothing.
 func (s *Server) Rollout(d time.Duration) {
 	s.mu.Lock()
 	if s.faultsEnded {
@@ -257,24 +261,38 @@ func (s *Server) Rollout(d time.Duration) {
 	s.unavailable = time.Now().Add(d)
 	close(s.dropped)
 	s.dropped = make(chan struct{})
+	s.rollouts++
 	clients := make([]*client, 0, len(s.clients))
 	for _, c := range s.clients {
+		c.schedule.restart()
 		if c.watching.Load() > 0 {
 			clients = append(clients, c)
 		}
 	}
+	rollout := s.rollouts
 	s.mu.Unlock()
 	for _, c := range clients {
+		s.recordRollout(c, rollout)
+	}
+}
+
+// recordRollout records the Rollout fault for c once per rollout.
+func (s *Server) recordRollout(c *client, rollout uint64) {
+	if c.rollout.Swap(rollout) != rollout {
 		s.recordFault(c, Rollout)
 	}
 }
 
-// rollingOut reports whether a Rollout answers requests 503 now, and returns the channel
-// that the next Rollout closes.
-func (s *Server) rollingOut(now time.Time) (unavailable bool, dropped <-chan struct{}) {
+// rollingOut reports whether a Rollout answers c's requests 503 now, recording the fault
+// for c if this is its first 503, and returns the channel that the next Rollout closes.
+func (s *Server) rollingOut(c *client, now time.Time) (unavailable bool, dropped <-chan struct{}) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return now.Before(s.unavailable), s.dropped
+	unavailable, dropped, rollout := now.Before(s.unavailable), s.dropped, s.rollouts
+	s.mu.Unlock()
+	if unavailable {
+		s.recordRollout(c, rollout)
+	}
+	return unavailable, dropped
 }
 
 // InjectFault arms one fault scenario for the client with that User-Agent at its next
@@ -478,7 +496,7 @@ func writeStatus(w http.ResponseWriter, cd codec, err *apierrors.StatusError) {
 func (s *Server) rejectList(w http.ResponseWriter, cd codec, c *client) bool {
 	now := time.Now()
 	kind := FaultKind(0)
-	if unavailable, _ := s.rollingOut(now); unavailable {
+	if unavailable, _ := s.rollingOut(c, now); unavailable {
 		kind = Unavailable
 	} else if c.schedule.throttled(now) {
 		kind = ThrottleBurst

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -592,8 +593,10 @@ func TestThrottleBurst(t *testing.T) {
 }
 
 func TestRollout(t *testing.T) {
-	var faults []Fault // Rollout reports synchronously, and no other fault runs here
-	s := quiet(t, Config{OnFault: func(f Fault) { faults = append(faults, f) }})
+	var mu sync.Mutex // a client without a watch is charged the rollout by the handler of its first 503
+	var recorded []Fault
+	s := quiet(t, Config{OnFault: func(f Fault) { mu.Lock(); defer mu.Unlock(); recorded = append(recorded, f) }})
+	reported := func() []Fault { mu.Lock(); defer mu.Unlock(); return slices.Clone(recorded) }
 	cms := clientset(t, s.RESTConfig("informer"), "").CoreV1().ConfigMaps(s.Namespace())
 	w, err := cms.Watch(t.Context(), metav1.ListOptions{ResourceVersion: s.State().ResourceVersion})
 	if err != nil {
@@ -610,12 +613,20 @@ func TestRollout(t *testing.T) {
 	if _, err := cms.Watch(t.Context(), metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("WATCH during the rollout: %v, want 503", err)
 	}
-	if len(faults) != 1 || faults[0].Client != "informer" || faults[0].Kind != Rollout {
+	if faults := reported(); len(faults) != 1 || faults[0].Client != "informer" || faults[0].Kind != Rollout {
 		t.Fatalf("faults reported %+v, want one Rollout into the informer", faults)
 	}
-	s.Rollout(time.Hour) // nobody watches now: no client is hit
-	if len(faults) != 1 {
-		t.Fatalf("faults reported %+v, want none for a rollout that hit no watch", faults)
+	s.Rollout(time.Hour) // nobody watches now: a client is hit at its first 503
+	if faults := reported(); len(faults) != 1 {
+		t.Fatalf("faults reported %+v, want none for a rollout that hit no watch yet", faults)
+	}
+	for range 2 {
+		if _, err := cms.List(t.Context(), metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("LIST during the second rollout: %v, want 503", err)
+		}
+	}
+	if faults := reported(); len(faults) != 2 || faults[1].Kind != Rollout {
+		t.Fatalf("faults reported %+v, want the second rollout once, at the first 503", faults)
 	}
 	s.StopFaults()
 	if _, err := cms.List(t.Context(), metav1.ListOptions{}); err != nil {
@@ -646,5 +657,15 @@ func TestHoldAndBegin(t *testing.T) {
 	changes := s.ChangesAfter(listed)
 	if len(changes) == 0 || changes[0].ResourceVersion != changes[len(changes)-1].ResourceVersion-uint64(len(changes)-1) {
 		t.Fatalf("changes after %s: %+v, want consecutive RVs", before, changes)
+	}
+}
+
+func TestRolloutRestartsSchedules(t *testing.T) {
+	s := quiet(t, Config{})
+	s.InjectFault("informer", TornFrame)
+	s.Rollout(time.Millisecond)
+	sch := s.client("informer").schedule
+	if kind := sch.midStream(time.Now()); kind != 0 {
+		t.Fatalf("a fault (%v) armed before the rollout hit the first frame after it", kind)
 	}
 }

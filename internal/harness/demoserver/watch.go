@@ -83,7 +83,7 @@ func (s *Server) serveWatch(w *countingWriter, r *http.Request, cd codec, c *cli
 		writeStatus(w, cd, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	unavailable, dropped := s.rollingOut(time.Now())
+	unavailable, dropped := s.rollingOut(c, time.Now())
 	if unavailable {
 		c.stats.rejected.Add(1)
 		rejectEstablishment(w, cd, Unavailable)
