@@ -14,6 +14,7 @@ import (
 
 	"github.com/jarcoal/httpmock"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/listretry"
@@ -199,8 +200,9 @@ func TestBodyBrokenUntilWindowEnds(t *testing.T) {
 	s := newServer(t, answer{code: 200, body: body, cut: 10, err: io.ErrUnexpectedEOF})
 	rt, _ := newList(s, listretry.Config{})
 	resp, err := rt.RoundTrip(listRequest(t))
-	if resp != nil || err != io.ErrUnexpectedEOF { //nolint:errorlint
-		t.Fatalf("RoundTrip = %v, %v; want the read error itself", resp, err)
+	var giveUp *establish.GiveUpError
+	if resp != nil || !errors.As(err, &giveUp) || giveUp.Last != io.ErrUnexpectedEOF || giveUp.Attempts != 7 { //nolint:errorlint
+		t.Fatalf("RoundTrip = %v, %v; want a give-up after the read error", resp, err)
 	}
 	if n := len(s.requests()); n != 7 {
 		t.Errorf("%d requests, want 7 in the 30s window", n)

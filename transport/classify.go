@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // kind is what a request is, as far as retrying goes.
@@ -93,23 +95,23 @@ func classify(req *http.Request, apiPrefix string) kind {
 	}
 }
 
-// watchParam reads the watch query parameter as the API server does
-// (runtime.Convert_Slice_string_To_bool): absent, "0", "f" and "false" (any
-// case) are false; any other value, even an empty one, is true.
+// watchParam reads the watch query parameter as the API server does, with
+// apimachinery's own conversion (runtime.Convert_Slice_string_To_bool):
+// absent, "0", "f" and "false" (any case) are false; any other value, even
+// an empty one or "yes", is true.
 func watchParam(rawQuery string) bool {
 	if !strings.Contains(rawQuery, "watch") {
 		return false // spares parsing the query of the common LIST
 	}
 	// Like URL.Query, keep what parses and ignore the rest.
 	values, _ := url.ParseQuery(rawQuery)
-	watch := values["watch"]
-	if len(watch) == 0 {
+	watch, ok := values["watch"]
+	if !ok {
 		return false
 	}
-	switch v := watch[0]; {
-	case v == "0", strings.EqualFold(v, "f"), strings.EqualFold(v, "false"):
-		return false
-	default:
-		return true
+	var on bool
+	if err := runtime.Convert_Slice_string_To_bool(&watch, &on, nil); err != nil {
+		return false // the conversion never fails; the server would refuse the request
 	}
+	return on
 }

@@ -155,8 +155,16 @@ func TestClassifyClientGoRequests(t *testing.T) {
 			kindList, "/api/v1/pods"},
 		{"watch=0", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "0").Do(ctx) }, nil,
 			kindList, "/api/v1/pods"},
-		{"watch=F", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "F").Do(ctx) }, nil,
+		// kube-apiserver's conversion (runtime.Convert_Slice_string_To_bool)
+		// is false only for "0" and "false" in any case.
+		{"watch=FALSE", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "FALSE").Do(ctx) }, nil,
 			kindList, "/api/v1/pods"},
+		{"watch=f is a watch to the server", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "f").Do(ctx) }, nil,
+			kindWatch, "/api/v1/pods"},
+		{"watch=F", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "F").Do(ctx) }, nil,
+			kindWatch, "/api/v1/pods"},
+		{"watch=yes", func(c clients) { c.typed.CoreV1().RESTClient().Get().Resource("pods").Param("watch", "yes").Do(ctx) }, nil,
+			kindWatch, "/api/v1/pods"},
 		{"watch=true on one object is a GET", func(c clients) {
 			c.typed.CoreV1().RESTClient().Get().Namespace("ns").Resource("pods").Name("p").Param("watch", "true").Do(ctx)
 		}, nil, kindGet, "/api/v1/namespaces/ns/pods/p"},

@@ -3,11 +3,15 @@ package transport
 import (
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kretry/kretry/internal/policy"
 )
 
-// Config tunes kretry. The zero Config is the recommended setup; every zero
-// field takes the default named in its comment.
+// Config tunes kretry. The zero Config is the recommended setup. A zero or
+// negative duration takes the default named in its comment, and so does one
+// past its bound (a unit slip such as 30*time.Hour): 10m for the backoffs,
+// 1h for MaxRetryAfter, 24h for the windows and StallTimeout.
 type Config struct {
 	// InitialBackoff is the first wait when the server names none; default 800ms.
 	InitialBackoff time.Duration
@@ -15,16 +19,17 @@ type Config struct {
 	// client-go, up to 100% jitter comes on top.
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps a wait the server asks for with Retry-After or
-	// details.retryAfterSeconds; default 60s.
+	// details.retryAfterSeconds; default 60s. A wait under a second counts
+	// as none asked for: the backoff applies.
 	MaxRetryAfter time.Duration
 	// InternalErrorWindow is how long 5xx answers, InternalError watch
 	// events and connection failures are retried, from the first failure
-	// since the last progress; default 30s.
+	// of a run; default 30s. A run ends at a success: an event delivered, a
+	// LIST body read whole, or a reopened watch that stays up this long.
 	InternalErrorWindow time.Duration
 	// TooManyRequestsWindow, when positive, bounds how long 429 answers are
 	// retried; default 0: until the request's context ends.
 	TooManyRequestsWindow time.Duration
-
 	// RetryGets retries single-object GETs like LISTs; default off, so a
 	// GET behaves exactly as without kretry.
 	RetryGets bool
@@ -32,10 +37,10 @@ type Config struct {
 	// server sits behind a path-routing proxy (e.g. "/k8s/clusters/c-1");
 	// default none. Requests outside the API paths pass through.
 	APIPrefix string
-
-	// ListBufferSize bounds how much of a LIST body is read before the
-	// response is handed over, so that a body broken mid-read can be
-	// retried; past it the body streams on unprotected; default 128 MiB.
+	// ListBufferSize bounds how much of a LIST body is held in memory so
+	// that a body broken mid-read can be asked for again; default 128 MiB.
+	// A body that declares a larger Content-Length, or turns out larger,
+	// streams through unprotected past what was read.
 	ListBufferSize int64
 	// MaxFrameSize bounds one watch event; a larger one ends the stream
 	// with an error; default 16 MiB, as client-go.
@@ -48,18 +53,53 @@ type Config struct {
 	// resourceVersion after an undecodable event before the error reaches
 	// the caller; default 3.
 	MaxInvalidFrames int
-
 	// OnRetry, if set, is called before every retry and every watch
 	// resume, for metrics and logs. Requests call it from their own
 	// goroutines, so it may run concurrently; it must not block.
-	OnRetry func(policy.Retry)
+	OnRetry func(Retry)
 	// Clock is the time source of every decision and wait; default the
-	// wall clock. Tests set a virtual one. It must be safe for concurrent use.
-	Clock policy.Clock
+	// wall clock. It is client-go's clock abstraction, so tests can pass
+	// k8s.io/utils/clock/testing.NewFakeClock(...). It must be safe for
+	// concurrent use.
+	Clock clock.WithDelayedExecution
 	// Rand returns uniform jitter in [0,1); default math/rand/v2.Float64.
 	// It must be safe for concurrent use.
 	Rand func() float64
 }
+
+// Reason says why kretry retries a request or resumes a watch: one of a
+// closed, small set, fit for a metrics label.
+type Reason string
+
+// The reasons for a retry.
+const (
+	ReasonTooManyRequests Reason = "429"           // a 429 answer or ERROR event 429
+	ReasonServerError     Reason = "5xx"           // a 500, 502, 503 or 504 answer
+	ReasonConnection      Reason = "connection"    // no answer: refused, reset, EOF, GOAWAY, timeout
+	ReasonBrokenBody      Reason = "broken-body"   // a LIST body or a watch stream cut short
+	ReasonErrorEvent      Reason = "error-event"   // a watch ERROR event with a 5xx code
+	ReasonInvalidFrame    Reason = "invalid-frame" // a watch frame that is not a valid event
+	ReasonStall           Reason = "stall"         // a watch silent for StallTimeout
+)
+
+// Retry describes one retry or watch resume kretry is about to make. It
+// never carries credentials, queries or bodies.
+type Retry struct {
+	// Path is the request's URL path.
+	Path string
+	// Reason is why, as a label.
+	Reason Reason
+	// Cause says what failed in detail: an HTTP status ("503"), a watch
+	// ERROR event ("ERROR event 429"), a connection error, a stream break.
+	Cause string
+	// Wait is how long kretry waits before the next attempt.
+	Wait time.Duration
+	// ResourceVersion is the resume point of a watch resume, else "".
+	ResourceVersion string
+}
+
+// maxStallTimeout bounds StallTimeout like the windows.
+const maxStallTimeout = policy.MaxWindowBound
 
 // policy returns the decision policy this Config describes.
 func (c Config) policy() *policy.Policy {
@@ -72,4 +112,22 @@ func (c Config) policy() *policy.Policy {
 		Clock:                 c.Clock,
 		Rand:                  c.Rand,
 	})
+}
+
+// onRetry adapts OnRetry to the events the retry loops report.
+func (c Config) onRetry() func(policy.Retry) {
+	if c.OnRetry == nil {
+		return nil
+	}
+	return func(r policy.Retry) {
+		c.OnRetry(Retry{Path: r.Path, Reason: Reason(r.Reason), Cause: r.Cause, Wait: r.Wait, ResourceVersion: r.ResourceVersion})
+	}
+}
+
+// stallTimeout is StallTimeout with its bound applied: off when out of it.
+func (c Config) stallTimeout() time.Duration {
+	if c.StallTimeout <= 0 || c.StallTimeout > maxStallTimeout {
+		return 0
+	}
+	return c.StallTimeout
 }

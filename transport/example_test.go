@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -37,7 +36,7 @@ func ExampleWrapper() {
 		// A zero Config is the recommended setup; the shorter first wait
 		// only keeps this example fast.
 		InitialBackoff: 10 * time.Millisecond,
-		OnRetry: func(r policy.Retry) {
+		OnRetry: func(r transport.Retry) {
 			fmt.Println("retrying", r.Path, "after", r.Cause)
 		},
 	}))

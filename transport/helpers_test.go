@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
-	"github.com/kretry/kretry/internal/policy"
+
 	"github.com/kretry/kretry/transport"
 )
 
@@ -45,7 +45,7 @@ type harness struct {
 	mu      sync.Mutex
 	script  []step
 	seen    []attempt
-	retries []policy.Retry
+	retries []transport.Retry
 }
 
 // newHarness answers the n-th attempt with script[n], repeating the last
@@ -62,7 +62,7 @@ func newHarness(t *testing.T, cfg transport.Config, script ...step) *harness {
 		cfg.Rand = func() float64 { return 0 }
 	}
 	if cfg.OnRetry == nil {
-		cfg.OnRetry = func(r policy.Retry) {
+		cfg.OnRetry = func(r transport.Retry) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.retries = append(h.retries, r)
@@ -94,10 +94,10 @@ func (h *harness) attempts() []attempt {
 	return append([]attempt(nil), h.seen...)
 }
 
-func (h *harness) retried() []policy.Retry {
+func (h *harness) retried() []transport.Retry {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]policy.Retry(nil), h.retries...)
+	return append([]transport.Retry(nil), h.retries...)
 }
 
 // get sends a GET for path through the transport.

@@ -19,14 +19,14 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		list: listretry.New(next, listretry.Config{
 			Policy:     p,
 			BufferSize: cfg.ListBufferSize,
-			OnRetry:    cfg.OnRetry,
+			OnRetry:    cfg.onRetry(),
 		}),
 		watch: watchretry.New(next, watchretry.Config{
 			Policy:           p,
 			MaxFrameSize:     cfg.MaxFrameSize,
-			StallTimeout:     cfg.StallTimeout,
+			StallTimeout:     cfg.stallTimeout(),
 			MaxInvalidFrames: cfg.MaxInvalidFrames,
-			OnRetry:          cfg.OnRetry,
+			OnRetry:          cfg.onRetry(),
 		}),
 	}
 }
@@ -51,15 +51,20 @@ type roundTripper struct {
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch classify(req, t.apiPrefix) {
 	case kindWatch:
-		return t.watch.RoundTrip(req)
+		return done(t.watch.RoundTrip(req))
 	case kindList:
-		return t.list.RoundTrip(req)
+		return done(t.list.RoundTrip(req))
 	case kindGet:
 		if t.retryGets {
-			return t.list.RoundTrip(req)
+			return done(t.list.RoundTrip(req))
 		}
 	}
 	return t.next.RoundTrip(req)
+}
+
+// done hands a retried request's result to the caller.
+func done(resp *http.Response, err error) (*http.Response, error) {
+	return resp, publicError(err)
 }
 
 // WrappedRoundTripper lets client-go's utilnet helpers (CloseIdleConnectionsFor)

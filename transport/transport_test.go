@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -18,8 +19,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -36,49 +37,49 @@ func TestRetriedAnswers(t *testing.T) {
 		RetryAfterSeconds: 1,
 	}
 	tests := []struct {
-		name      string
-		first     step
-		wantWait  time.Duration
-		wantClass policy.Class
-		wantCause string
+		name       string
+		first      step
+		wantWait   time.Duration
+		wantReason transport.Reason
+		wantCause  string
 	}{
-		{"429 from the inflight limiter, text/plain, Retry-After: 1", inflight429, time.Second, policy.TooManyRequests, "429"},
+		{"429 from the inflight limiter, text/plain, Retry-After: 1", inflight429, time.Second, transport.ReasonTooManyRequests, "429"},
 		{"429 Status with details.retryAfterSeconds, no header",
 			statusAnswer(429, metav1.StatusReasonTooManyRequests, "storage is (re)initializing", &metav1.StatusDetails{RetryAfterSeconds: 3}),
-			3 * time.Second, policy.TooManyRequests, "429"},
+			3 * time.Second, transport.ReasonTooManyRequests, "429"},
 		{"429 header wins over the Status",
 			statusAnswer(429, metav1.StatusReasonTooManyRequests, "slow down", &metav1.StatusDetails{RetryAfterSeconds: 9}, "Retry-After", "2"),
-			2 * time.Second, policy.TooManyRequests, "429"},
+			2 * time.Second, transport.ReasonTooManyRequests, "429"},
 		{"429 Retry-After as an HTTP-date", respond(429, headers("Retry-After", epoch.Add(4*time.Second).Format(http.TimeFormat)), ""),
-			4 * time.Second, policy.TooManyRequests, "429"},
-		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 800 * time.Millisecond, policy.TooManyRequests, "429"},
-		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 800 * time.Millisecond, policy.TooManyRequests, "429"},
-		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 800 * time.Millisecond, policy.TooManyRequests, "429"},
-		{"429 Retry-After huge: capped", respond(429, headers("Retry-After", "99999999999999999999"), ""), time.Minute, policy.TooManyRequests, "429"},
+			4 * time.Second, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After huge: capped", respond(429, headers("Retry-After", "99999999999999999999"), ""), time.Minute, transport.ReasonTooManyRequests, "429"},
 		{"429 Status retryAfterSeconds negative: backoff",
 			statusAnswer(429, metav1.StatusReasonTooManyRequests, "x", &metav1.StatusDetails{RetryAfterSeconds: -1}),
-			800 * time.Millisecond, policy.TooManyRequests, "429"},
+			800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
 		{"500 InternalError", statusAnswer(500, metav1.StatusReasonInternalError, "etcdserver: leader changed", nil),
-			800 * time.Millisecond, policy.InternalError, "500"},
+			800 * time.Millisecond, transport.ReasonServerError, "500"},
 		{"502 from a proxy", respond(502, headers("Content-Type", "text/html"), "<html>Bad Gateway</html>"),
-			800 * time.Millisecond, policy.InternalError, "502"},
+			800 * time.Millisecond, transport.ReasonServerError, "502"},
 		{"503 without Retry-After", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "shutting down", nil),
-			800 * time.Millisecond, policy.InternalError, "503"},
+			800 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"503 Retry-After above the backoff", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "5"),
-			5 * time.Second, policy.InternalError, "503"},
-		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 800 * time.Millisecond, policy.InternalError, "503"},
+			5 * time.Second, transport.ReasonServerError, "503"},
+		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"504 Timeout", statusAnswer(504, metav1.StatusReasonTimeout, "request timed out", nil),
-			800 * time.Millisecond, policy.InternalError, "504"},
+			800 * time.Millisecond, transport.ReasonServerError, "504"},
 		{"504 Timeout ResourceVersionTooLarge, Retry-After: 1",
 			statusAnswer(504, metav1.StatusReasonTimeout, "Too large resource version: 50, current: 42", rvTooLarge, "Retry-After", "1"),
-			time.Second, policy.InternalError, "504"},
+			time.Second, transport.ReasonServerError, "504"},
 		{"504 Status retryAfterSeconds only", statusAnswer(504, metav1.StatusReasonTimeout, "x", &metav1.StatusDetails{RetryAfterSeconds: 2}),
-			2 * time.Second, policy.InternalError, "504"},
-		{"connection refused", fail(connError(syscall.ECONNREFUSED)), 800 * time.Millisecond, policy.InternalError, "connection refused"},
-		{"connection reset", fail(connError(syscall.ECONNRESET)), 800 * time.Millisecond, policy.InternalError, "connection reset"},
-		{"EOF before a response", fail(io.EOF), 800 * time.Millisecond, policy.InternalError, "EOF"},
+			2 * time.Second, transport.ReasonServerError, "504"},
+		{"connection refused", fail(connError(syscall.ECONNREFUSED)), 800 * time.Millisecond, transport.ReasonConnection, "connection refused"},
+		{"connection reset", fail(connError(syscall.ECONNRESET)), 800 * time.Millisecond, transport.ReasonConnection, "connection reset"},
+		{"EOF before a response", fail(io.EOF), 800 * time.Millisecond, transport.ReasonConnection, "EOF"},
 		{"GOAWAY", fail(errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=3, ErrCode=NO_ERROR, debug=\"\"")),
-			800 * time.Millisecond, policy.InternalError, "GOAWAY"},
+			800 * time.Millisecond, transport.ReasonConnection, "GOAWAY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,9 +102,9 @@ func TestRetriedAnswers(t *testing.T) {
 				t.Fatalf("OnRetry called %d times, want 1", len(retries))
 			}
 			r := retries[0]
-			if r.Path != "/api/v1/namespaces/ns/pods" || r.Class != tt.wantClass || r.Wait != tt.wantWait ||
+			if r.Path != "/api/v1/namespaces/ns/pods" || r.Reason != tt.wantReason || r.Wait != tt.wantWait ||
 				!strings.Contains(r.Cause, tt.wantCause) || r.ResourceVersion != "" {
-				t.Errorf("OnRetry(%+v), want path, class %v, wait %v, cause ~%q", r, tt.wantClass, tt.wantWait, tt.wantCause)
+				t.Errorf("OnRetry(%+v), want path, reason %v, wait %v, cause ~%q", r, tt.wantReason, tt.wantWait, tt.wantCause)
 			}
 		})
 	}
@@ -209,16 +210,24 @@ func TestWindowExhaustion(t *testing.T) {
 	}
 }
 
+// TestWindowExhaustionOnConnectionFailures: a give-up on connection
+// failures is a *GiveUpError that client-go's retry checks do not match (so
+// its 10 GET retries do not each start a new window), with the last error
+// reachable, and a refused connection still seen as one.
 func TestWindowExhaustionOnConnectionFailures(t *testing.T) {
 	tests := []struct {
-		name  string
-		err   error
-		check func(error) bool
+		name    string
+		err     error
+		refused bool
 	}{
-		{"reset", connError(syscall.ECONNRESET), func(err error) bool { return errors.Is(err, syscall.ECONNRESET) }},
-		{"refused", connError(syscall.ECONNREFUSED), utilnet.IsConnectionRefused},
-		{"EOF", io.EOF, utilnet.IsProbableEOF},
-		{"unexpected EOF", io.ErrUnexpectedEOF, func(err error) bool { return err == io.ErrUnexpectedEOF }}, //nolint:errorlint
+		{"reset", connError(syscall.ECONNRESET), false},
+		{"refused", connError(syscall.ECONNREFUSED), true},
+		{"EOF", io.EOF, false},
+		{"unexpected EOF", io.ErrUnexpectedEOF, false},
+		{"GOAWAY", errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR"), false},
+		{"h2 connection lost", errors.New("http2: client connection lost"), false},
+		{"closed connection", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"), false},
+		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: timeoutError{}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,14 +236,29 @@ func TestWindowExhaustionOnConnectionFailures(t *testing.T) {
 			if resp != nil {
 				t.Fatalf("got a response %d", resp.StatusCode)
 			}
-			if err != tt.err || !tt.check(err) { //nolint:errorlint // the very same error
-				t.Errorf("err = %v (%T), want the original %v", err, err, tt.err)
+			var giveUp *transport.GiveUpError
+			if !errors.As(err, &giveUp) {
+				t.Fatalf("err = %v (%T), want a *GiveUpError", err, err)
 			}
-			if strings.Contains(err.Error(), "giving up") {
-				t.Errorf("retryablehttp's error leaked: %v", err)
+			if giveUp.Last != tt.err || giveUp.Attempts != 5 || giveUp.Elapsed != 10*time.Second { //nolint:errorlint // the very same error
+				t.Errorf("GiveUpError = %+v, want Last %v after 5 attempts in 10s", giveUp, tt.err)
 			}
 			if h.calls() != 5 { // 0.8 + 1.6 + 3.2 + 4.4
 				t.Errorf("%d calls, want 5", h.calls())
+			}
+			// As client-go sees it: http.Client wraps it in a *url.Error.
+			seen := &url.Error{Op: "Get", URL: host + listPath, Err: err}
+			if utilnet.IsProbableEOF(seen) || utilnet.IsConnectionReset(seen) || utilnet.IsHTTP2ConnectionLost(seen) || utilnet.IsTimeout(seen) {
+				t.Errorf("client-go would retry %q", seen)
+			}
+			if got := utilnet.IsConnectionRefused(seen); got != tt.refused {
+				t.Errorf("IsConnectionRefused = %v, want %v", got, tt.refused)
+			}
+			if got := errors.Is(seen, syscall.ECONNREFUSED); got != tt.refused {
+				t.Errorf("errors.Is(ECONNREFUSED) = %v, want %v", got, tt.refused)
+			}
+			if strings.Contains(err.Error(), "giving up") || !strings.Contains(err.Error(), "5 attempts") {
+				t.Errorf("message %q", err)
 			}
 		})
 	}
@@ -276,48 +300,96 @@ func TestTooManyRequestsRetriedUntilContextEnds(t *testing.T) {
 	}
 }
 
-// blockingClock's Sleep blocks until the context ends, as a long wait would.
-type blockingClock struct {
-	policy.RealClock
-	sleeping chan time.Duration
+// waitingOn returns once clock has a waiter: kretry has started a wait.
+func waitingOn(clock *clocktesting.FakeClock) {
+	for !clock.HasWaiters() {
+		time.Sleep(time.Millisecond) // polls for a goroutine to park; no result depends on timing
+	}
 }
 
-func (c blockingClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.sleeping <- d
-	<-ctx.Done()
-	return ctx.Err()
-}
-
+// TestContextCancelDuringWait runs on client-go's own fake clock: a wait
+// kretry starts is one its users can hold open and step through.
 func TestContextCancelDuringWait(t *testing.T) {
-	clock := blockingClock{sleeping: make(chan time.Duration, 1)}
+	clock := clocktesting.NewFakeClock(epoch)
 	h := newHarness(t, transport.Config{Clock: clock}, statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "30"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-clock.sleeping
+		waitingOn(clock)
 		cancel()
 	}()
-	start := time.Now()
 	resp, err := h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
 	if resp != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("RoundTrip = %v, %v; want context.Canceled", resp, err)
 	}
-	if elapsed := time.Since(start); elapsed > 5*time.Second {
-		t.Errorf("returned %v after the cancel", elapsed)
-	}
 	if h.calls() != 1 {
 		t.Errorf("%d calls, want 1", h.calls())
+	}
+	if clock.HasWaiters() {
+		t.Error("the wait's timer was left behind")
+	}
+}
+
+func TestFakeClockStepsThroughWaits(t *testing.T) {
+	clock := clocktesting.NewFakeClock(epoch)
+	h := newHarness(t, transport.Config{Clock: clock}, fail(io.EOF), statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil), listOK)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.get(listPath)
+		if err == nil {
+			readAll(t, resp)
+		}
+		done <- err
+	}()
+	for _, wait := range []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond} {
+		waitingOn(clock)
+		clock.Step(wait - time.Millisecond)
+		if !clock.HasWaiters() {
+			t.Fatalf("the %v wait ended early", wait)
+		}
+		clock.Step(time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h.calls() != 3 {
+		t.Errorf("%d calls, want 3", h.calls())
 	}
 }
 
 func TestContextDeadlineDuringWait(t *testing.T) {
-	clock := blockingClock{sleeping: make(chan time.Duration, 1)}
+	clock := clocktesting.NewFakeClock(epoch) // never stepped: the wait outlives the deadline
 	h := newHarness(t, transport.Config{Clock: clock}, fail(io.EOF))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_, err := h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// A 429 wait cut by the caller's deadline hands over the server's answer:
+// the caller learns it was throttled, not that its own deadline passed.
+func TestTooManyRequestsWaitCutByContext(t *testing.T) {
+	clock := clocktesting.NewFakeClock(epoch)
+	answer := statusAnswer(429, metav1.StatusReasonTooManyRequests, "storage is (re)initializing", &metav1.StatusDetails{RetryAfterSeconds: 30}, "Retry-After", "30")
+	h := newHarness(t, transport.Config{Clock: clock}, answer)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		waitingOn(clock)
+		cancel()
+	}()
+	resp, err := h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v, want the 429", err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" || resp.Header.Get("Audit-Id") == "" {
+		t.Errorf("got %d, Retry-After %q, Audit-Id %q", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Audit-Id"))
+	}
+	want := statusBody(429, metav1.StatusReasonTooManyRequests, "storage is (re)initializing", &metav1.StatusDetails{RetryAfterSeconds: 30})
+	if got := readAll(t, resp); got != want {
+		t.Errorf("body %q, want the server's Status %q", got, want)
 	}
 }
 
@@ -518,8 +590,9 @@ func TestResponseAndErrorClosedNotLogged(t *testing.T) {
 	h := newHarness(t, transport.Config{}, listOK)
 	rt := transport.New(responseAndError{h.bodies}, transport.Config{Clock: h.clock, InternalErrorWindow: 5 * time.Second})
 	_, err := rt.RoundTrip(newRequest(t, http.MethodGet, listPath))
-	if err != io.EOF { //nolint:errorlint
-		t.Errorf("err = %v, want io.EOF", err)
+	var giveUp *transport.GiveUpError
+	if !errors.As(err, &giveUp) || giveUp.Last != io.EOF { //nolint:errorlint
+		t.Errorf("err = %v, want a give-up after io.EOF", err)
 	}
 	if h.calls() < 2 {
 		t.Errorf("%d calls: EOF not retried", h.calls())
@@ -549,3 +622,10 @@ func TestWrapper(t *testing.T) {
 		t.Errorf("%d calls, want 2", h.calls())
 	}
 }
+
+// timeoutError is a net.Error that timed out, like a dial timeout.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kretry/kretry/internal/frame"
 )
 
@@ -35,15 +37,31 @@ const (
 	initialUntilNotAdded
 )
 
+// maxTimeout bounds a caller's timeoutSeconds so that a deadline computed
+// from it cannot overflow; no watch outlives a century.
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
+// parseWatchParams reads the caller's watch request as kube-apiserver reads
+// it: converted into metav1.ListOptions by apimachinery's own generated
+// conversion, so that "sendInitialEvents=yes" is true and
+// "timeoutSeconds=1e3" is refused alike. A query the conversion refuses is
+// one the server refuses too (400), so its stream never starts; it gets no
+// resume point.
 func parseWatchParams(req *http.Request) watchParams {
+	var opts metav1.ListOptions
 	query := req.URL.Query()
-	params := watchParams{resourceVersion: query.Get("resourceVersion")}
-	if seconds, err := strconv.ParseInt(query.Get("timeoutSeconds"), 10, 64); err == nil && seconds > 0 {
-		params.timeout = time.Duration(seconds) * time.Second
+	if err := metav1.Convert_url_Values_To_v1_ListOptions(&query, &opts, nil); err != nil {
+		return watchParams{initial: initialUntilNotAdded}
 	}
-	sendInitialEvents, _ := strconv.ParseBool(query.Get("sendInitialEvents"))
+	params := watchParams{resourceVersion: opts.ResourceVersion}
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		params.timeout = maxTimeout
+		if *opts.TimeoutSeconds < int64(maxTimeout/time.Second) {
+			params.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+		}
+	}
 	switch {
-	case sendInitialEvents:
+	case opts.SendInitialEvents != nil && *opts.SendInitialEvents:
 		params.initial = initialUntilEndBookmark
 	case params.resourceVersion == "" || params.resourceVersion == "0":
 		params.initial = initialUntilNotAdded
@@ -96,9 +114,12 @@ func (p *resumePoint) observe(event *frame.Event) bool {
 
 // resumeRequest is the caller's request reopened at resourceVersion, with
 // what remains of its timeout rounded up to whole seconds (0 would mean "no
-// timeout" to the server). The caller's request is not modified.
+// timeout" to the server). Every other parameter is kept as it was. A body
+// (which a GET never needs, and which was read and closed by the first
+// attempt) is not sent again. The caller's request is not modified.
 func resumeRequest(ctx context.Context, orig *http.Request, resourceVersion string, remaining time.Duration) *http.Request {
 	req := orig.Clone(ctx)
+	req.Body, req.GetBody, req.ContentLength = nil, nil, 0
 	query := req.URL.Query()
 	query.Set("resourceVersion", resourceVersion)
 	query.Del("sendInitialEvents")

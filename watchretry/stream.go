@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/frame"
 	"github.com/kretry/kretry/internal/policy"
 )
@@ -21,16 +22,19 @@ type state uint8
 const (
 	// streaming: whole frames of the current response reach the caller, and
 	// each moves the resume point. A break (read error, early clean end,
-	// invalid frame, absorbed ERROR event) moves to waiting; a clean end
-	// that was intended, an oversized frame or a break without a resume
-	// point moves to done; a terminal ERROR event moves to draining.
+	// invalid frame, absorbed ERROR event) moves to waiting, unless the wait
+	// would outlast the caller's timeoutSeconds; that, a clean end that was
+	// intended, an ERROR 429/5xx past its window, an oversized frame or a
+	// break without a resume point moves to done; a terminal ERROR event
+	// moves to draining.
 	streaming state = iota
 	// waiting: the current response is closed; the policy's wait runs (it
 	// ends at once if the caller closes the body), then resuming.
 	waiting
 	// resuming: the watch is reopened at the resume point, with retries. A
-	// 200 in the stream's encoding moves back to streaming; any other answer
-	// is delivered (as an ERROR event, or an error for 401/403) and done.
+	// 200 in the stream's encoding moves back to streaming; a 410 is
+	// delivered as an ERROR event in the stream's encoding, then done; any
+	// other answer, or retries spent, is done with a clean end.
 	resuming
 	// draining: a terminal ERROR event was delivered; whatever the server
 	// sends after it reaches the caller up to the server's end, then done.
@@ -82,12 +86,20 @@ func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc fra
 		s.deadline = opened.Add(params.timeout)
 	}
 	s.attach(resp.Body)
+	tracker.Opened()
 	return s
 }
 
 // Read returns the bytes of whole frames, resuming the watch underneath as
-// often as the policy allows.
+// often as the policy allows. After Close it returns io.EOF; with an empty
+// p it returns at once.
 func (s *stream) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.isClosed() {
+		return 0, io.EOF
+	}
 	for len(s.pending) == 0 {
 		if s.state == done {
 			return 0, s.err
@@ -121,7 +133,7 @@ func (s *stream) step() {
 	case streaming, draining:
 		s.readFrame()
 	case waiting:
-		if err := s.rt.cfg.Policy.Clock().Sleep(s.ctx, s.wait); err != nil {
+		if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), s.wait); err != nil {
 			s.finish(s.endError(io.EOF))
 			return
 		}
@@ -151,7 +163,7 @@ func (s *stream) readFrame() {
 			s.finish(io.EOF)
 			return
 		}
-		s.broke(io.EOF, "watch ended early")
+		s.broke(io.EOF, policy.ReasonBrokenBody, "watch ended early")
 	case errors.Is(err, frame.ErrFrameTooLarge), s.state == draining:
 		s.finish(err)
 	case errors.As(err, &invalid):
@@ -159,14 +171,17 @@ func (s *stream) readFrame() {
 			s.finish(err)
 			return
 		}
-		s.broke(err, err.Error())
+		s.broke(err, policy.ReasonInvalidFrame, err.Error())
+	case errors.As(err, new(*stallError)):
+		s.broke(err, policy.ReasonStall, err.Error())
 	default:
-		s.broke(err, err.Error())
+		s.broke(err, policy.ReasonBrokenBody, err.Error())
 	}
 }
 
 // onFrame handles one whole frame: an ERROR event the policy absorbs is a
-// break; any other frame is delivered.
+// break, and one it has stopped absorbing ends the stream cleanly; any other
+// frame is delivered.
 func (s *stream) onFrame(f *frame.Frame) {
 	event := &f.Event
 	if s.state == draining {
@@ -178,43 +193,65 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if class != policy.Deliver && s.point.known {
 			outcome := policy.Outcome{Class: class}
 			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
+			s.closeBody()
 			if decision := s.tracker.Decide(outcome); decision.Retry {
-				s.closeBody()
-				s.waitFor(decision.Wait, fmt.Sprintf("ERROR event %d", event.Code), class)
+				reason := policy.ReasonErrorEvent
+				if class == policy.TooManyRequests {
+					reason = policy.ReasonTooManyRequests
+				}
+				s.waitFor(decision.Wait, reason, fmt.Sprintf("ERROR event %d", event.Code))
 				return
 			}
+			// Retries spent: end as the cut would have ended without
+			// kretry; client-go re-watches from its resourceVersion
+			// instead of relisting on the ERROR.
+			s.finish(io.EOF)
+			return
 		}
-		// 410 Expired, any other code, or retries spent: the caller's.
+		// 410 Expired, any other code, or no resume point: the caller's.
 		s.pending = f.Raw
 		s.state = draining
 		return
 	}
 	s.pending = f.Raw
-	if s.point.observe(event) {
+	moved := s.point.observe(event)
+	if moved {
 		s.invalid = 0
 	}
-	s.tracker.Progress()
+	// A bookmark at the resourceVersion already held says nothing new: were
+	// it progress, a server that sends one and closes would be reopened
+	// at once, again and again.
+	if moved || event.Type != frame.Bookmark {
+		s.tracker.Progress()
+	}
 }
 
 // broke handles a stream that ended before its time: resume from the resume
 // point, or, without one, hand the caller the break as it was.
-func (s *stream) broke(err error, cause string) {
+func (s *stream) broke(err error, reason, cause string) {
 	s.closeBody()
 	if !s.point.known {
 		s.finish(err)
 		return
 	}
-	s.waitFor(s.tracker.Break().Wait, cause, policy.Deliver)
+	s.waitFor(s.tracker.Break().Wait, reason, cause)
 }
 
-func (s *stream) waitFor(wait time.Duration, cause string, class policy.Class) {
+// waitFor moves to waiting before a resume, unless the wait would run past
+// the caller's deadline (or end less than a second before it): the watch is
+// then over, and ends now as a clean close.
+func (s *stream) waitFor(wait time.Duration, reason, cause string) {
+	if !s.deadline.IsZero() && s.rt.cfg.Policy.Clock().Now().Add(wait).After(s.deadline.Add(-time.Second)) {
+		s.finish(io.EOF)
+		return
+	}
 	s.wait = wait
 	s.state = waiting
 	if s.rt.cfg.OnRetry != nil {
 		s.rt.cfg.OnRetry(policy.Retry{
 			Path:            s.orig.URL.Path,
+			Reason:          reason,
 			Cause:           cause,
-			Class:           class,
 			Wait:            wait,
 			ResourceVersion: string(s.point.rv),
 		})
@@ -236,28 +273,36 @@ func (s *stream) resume() {
 	resp, err := s.rt.client.Do(req, s.tracker, nil)
 	switch {
 	case err != nil:
-		s.finish(s.endError(err))
+		// Retries spent (or the caller gone): a clean close after the last
+		// whole frame, as the cut would have ended without kretry. Any error
+		// here would reach client-go's reflector as a decoding error, and
+		// it would relist where it can re-watch from its resourceVersion.
+		s.finish(io.EOF)
 	case resp.StatusCode == http.StatusOK:
-		enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type"))
-		if !ok || enc != s.enc {
+		if enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type")); !ok || enc != s.enc {
 			_ = resp.Body.Close() // a stream: nothing to drain to
-			s.finish(fmt.Errorf("watchretry: watch resumed at resourceVersion %s answered with Content-Type %q, not the stream's encoding", s.point.rv, resp.Header.Get("Content-Type")))
+			s.finish(io.EOF)      // the caller's re-watch negotiates afresh
 			return
 		}
 		s.attach(resp.Body)
+		s.tracker.Opened()
 		s.state = streaming
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		// The auth layers above kretry must act on this, not kretry.
-		s.finish(responseError(resp))
-	default:
-		// 410 Expired above all: the caller relists, as if the server had
-		// said it in the stream.
+	case resp.StatusCode == http.StatusGone:
+		// The resume point has expired: the caller must relist, as if the
+		// server had said it in the stream.
 		event, err := frame.EncodeError(s.enc, responseStatus(resp))
 		if err != nil {
 			s.finish(err)
 			return
 		}
 		s.pending = event
+		s.finish(io.EOF)
+	default:
+		// 401/403 (the auth layers above kretry act only on an answer they
+		// see: the caller's re-watch gets it), another 4xx, a 5xx after its
+		// window: a clean close, so client-go re-watches through its own
+		// stack instead of relisting.
+		establish.DrainAndClose(resp.Body)
 		s.finish(io.EOF)
 	}
 }
@@ -318,6 +363,13 @@ func (s *stream) attach(body io.ReadCloser) {
 	s.scanner.Reset(r) // reuses the buffer grown so far
 }
 
+// isClosed reports whether the caller has closed the stream.
+func (s *stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 func (s *stream) closeBody() {
 	s.mu.Lock()
 	body := s.body
@@ -338,14 +390,26 @@ type stallReader struct {
 }
 
 func (r *stallReader) Read(p []byte) (int, error) {
-	stop := r.clock.AfterFunc(r.timeout, func() {
+	timer := r.clock.AfterFunc(r.timeout, func() {
 		r.stalled.Store(true)
 		_ = r.r.Close()
 	})
 	n, err := r.r.Read(p)
-	stop()
+	timer.Stop()
 	if err != nil && r.stalled.Load() {
-		err = fmt.Errorf("watchretry: no data for %s: %w", r.timeout, err)
+		err = &stallError{timeout: r.timeout, err: err}
 	}
 	return n, err
 }
+
+// stallError is a read broken because the stream sent nothing for timeout.
+type stallError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("watchretry: no data for %s: %v", e.timeout, e.err)
+}
+
+func (e *stallError) Unwrap() error { return e.err }

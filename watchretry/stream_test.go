@@ -2,7 +2,6 @@ package watchretry_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/jarcoal/httpmock"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/internal/policy"
@@ -122,7 +122,9 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 }
 
 // TestInternalErrorWindowExhausted: "200, then ERROR 500" forever is not
-// progress; once the window is spent the ERROR reaches the caller.
+// progress; once the window is spent the stream ends cleanly after the last
+// whole event, so that client-go re-watches from its resourceVersion (an
+// ERROR 500 would make it relist).
 func TestInternalErrorWindowExhausted(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
@@ -134,7 +136,7 @@ func TestInternalErrorWindowExhausted(t *testing.T) {
 			h := newHarness(t, srv, nil)
 			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 			got := collect(t, w, -1)
-			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 500}}
+			want := []seen{{Type: watch.Added, RV: "101"}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
@@ -357,33 +359,49 @@ func TestOversizeFrameEndsStream(t *testing.T) {
 	}
 }
 
-func TestResumeWithOtherContentTypeEndsStream(t *testing.T) {
+// TestResumeGiveUpsEndCleanly: a resume answered with anything but a 200 in
+// the stream's encoding or a 410 (401/403, which the auth layers above must
+// see on the caller's own re-watch; another 4xx; a 5xx past its window;
+// another content type) ends the stream as the cut would have without
+// kretry: a clean end after the last whole frame, no error, no ERROR event,
+// so client-go re-watches instead of relisting. Before: an ERROR event or a
+// Status error, which make client-go relist.
+func TestResumeGiveUpsEndCleanly(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
-	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
-		reply{contentType: "application/cbor-seq", body: []byte{0xa1}, hold: true})
+	status := func(code int32, reason metav1.StatusReason) reply {
+		body, _ := json.Marshal(errorStatus(code, reason, 0))
+		return reply{status: int(code), contentType: "application/json", body: body}
+	}
+	tests := []struct {
+		name   string
+		answer reply
+	}{
+		{"401", status(401, metav1.StatusReasonUnauthorized)},
+		{"403", status(403, metav1.StatusReasonForbidden)},
+		{"404", status(404, metav1.StatusReasonNotFound)},
+		{"500 past the window", status(500, metav1.StatusReasonInternalError)},
+		{"another content type", reply{contentType: "application/cbor-seq", body: []byte{0xa1}, hold: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)})
+			srv.next = func(url.Values) reply { return tt.answer }
+			resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
+				c.Policy = policy.New(policy.Config{Clock: fakeclock.New(epoch), InternalErrorWindow: 5 * time.Second})
+			})
+			data, err := io.ReadAll(resp.Body)
+			if !bytes.Equal(data, first) || err != nil {
+				t.Fatalf("read %q, %v; want the first event, then a clean end", data, err)
+			}
+			waitFor(t, srv.allClosed)
+		})
+	}
+	// Through client-go's decoder: the channel closes, no ERROR event.
+	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, status(403, metav1.StatusReasonForbidden))
 	h := newHarness(t, srv, nil)
-	got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
-	if len(got) != 2 || got[1].Type != watch.Error {
-		t.Fatalf("got %v", got)
-	}
-	waitFor(t, srv.allClosed)
-}
-
-func TestResumeForbiddenEndsStreamWithStatus(t *testing.T) {
-	ct := jsonStream
-	first := event(t, ct, watch.Added, configMap("a", "101"))
-	forbidden, _ := json.Marshal(errorStatus(403, metav1.StatusReasonForbidden, 0))
-	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
-		reply{status: http.StatusForbidden, contentType: "application/json", body: forbidden})
-	resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)
-	data, err := io.ReadAll(resp.Body)
-	if !bytes.Equal(data, first) {
-		t.Fatalf("delivered %q, want the first event", data)
-	}
-	var status interface{ Status() metav1.Status }
-	if !errors.As(err, &status) || status.Status().Code != 403 {
-		t.Fatalf("error %v, want the 403 Status", err)
+	if got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1); len(got) != 1 || got[0].Type != watch.Added {
+		t.Fatalf("got %v, want the one event and a closed channel", got)
 	}
 }
 
@@ -430,17 +448,13 @@ func TestCloseDuringWait(t *testing.T) {
 	first := event(t, ct, watch.Added, configMap("a", "101"))
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
 		reply{body: nil, cut: true, cutAt: 0}) // breaks again at once: the next wait is a backoff
-	clock := &blockingClock{Clock: fakeclock.New(epoch), waiting: make(chan struct{}, 1)}
+	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	h := newHarness(t, srv, func(c *watchretry.Config) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
 	})
 	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 	collect(t, w, 1)
-	select {
-	case <-clock.waiting:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the stream never started its backoff")
-	}
+	waitingOn(t, clock)
 	w.Stop()
 	if rest := collect(t, w, -1); len(rest) != 0 {
 		t.Fatalf("after Stop: %v", rest)
@@ -448,22 +462,10 @@ func TestCloseDuringWait(t *testing.T) {
 	waitFor(t, srv.allClosed)
 }
 
-// blockingClock's Sleep blocks until its context ends, like a long backoff.
-type blockingClock struct {
-	*fakeclock.Clock
-	waiting chan struct{}
-}
-
-func (c *blockingClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	select {
-	case c.waiting <- struct{}{}:
-	default:
-	}
-	<-ctx.Done()
-	return ctx.Err()
+// waitingOn returns once a wait has started on clock.
+func waitingOn(t testing.TB, clock *clocktesting.FakeClock) {
+	t.Helper()
+	waitFor(t, clock.HasWaiters)
 }
 
 // rawWatch sends one watch request straight through watchretry.
@@ -521,11 +523,11 @@ func TestStallTimeoutResumes(t *testing.T) {
 	}
 }
 
-// TestUnknownEncodingPassesThrough: a stream kretry cannot frame (CBOR, say)
-// reaches the caller as the server sent it, break included, without resume.
+// TestUnknownEncodingPassesThrough: a stream kretry cannot frame reaches
+// the caller as the server sent it, break included, without resume.
 func TestUnknownEncodingPassesThrough(t *testing.T) {
-	body := []byte{0xbf, 0x64, 't', 'y', 'p', 'e'}
-	srv := newServer(t, "application/cbor-seq", reply{body: body, cut: true, cutAt: len(body)})
+	body := []byte("type: ADDED\n")
+	srv := newServer(t, "application/yaml", reply{body: body, cut: true, cutAt: len(body)})
 	resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)
 	data, err := io.ReadAll(resp.Body)
 	if !bytes.Equal(data, body) || err != io.ErrUnexpectedEOF || srv.requestCount() != 1 {
@@ -559,7 +561,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0})
-	clock := &blockingClock{Clock: fakeclock.New(epoch), waiting: make(chan struct{}, 1)}
+	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	baseline := runtime.NumGoroutine()
 	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
@@ -569,7 +571,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		_, err := io.ReadAll(resp.Body)
 		read <- err
 	}()
-	<-clock.waiting // the second break is backing off
+	waitingOn(t, clock) // the second break is backing off
 	if err := resp.Body.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ type Client struct {
 }
 
 // Do sends req until an answer the caller should see arrives, and returns
-// it. tracker carries the failure history (a watch stream keeps one across
+// it. req's body, if any, is closed, as the RoundTripper contract asks. tracker carries the failure history (a watch stream keeps one across
 // reopens). If handle is non-nil it is run on every response the policy
 // would deliver; an error it returns (a LIST body broken mid-read) is an
 // outcome like any other.
@@ -40,11 +40,17 @@ type Client struct {
 // When the policy gives up on a 429 or 5xx, Do returns the server's last
 // response, its Status body intact, without Retry-After, so client-go does
 // not add its own retries on top of kretry's. When it gives up on a
-// connection failure it returns that error as the next RoundTripper
-// returned it. A wait ends as soon as req's context does, and Do then
-// returns the context's error. req itself is never modified.
+// connection failure or a broken body it returns a *GiveUpError, which
+// client-go does not retry either. An error the policy does not retry (TLS
+// verification, DNS) is returned as the next RoundTripper returned it. A
+// wait ends as soon as req's context does, and Do then returns the
+// context's error, or, if the wait was for a 429, that 429's answer.
+// req itself is never modified.
 func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
-	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path}
+	if req.Body != nil {
+		defer req.Body.Close()
+	}
+	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, start: c.Policy.Clock().Now()}
 	retryable := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Transport: loop,
@@ -71,7 +77,18 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	if handle != nil {
 		retryableReq.SetResponseHandler(handle)
 	}
-	return retryable.Do(retryableReq)
+	resp, err := retryable.Do(retryableReq)
+	switch {
+	case err == nil:
+		return resp, nil
+	case loop.throttled != nil && req.Context().Err() != nil:
+		// The caller's deadline cut a 429 wait: what it needs to hear is
+		// the server's "too many requests", not its own deadline.
+		return loop.throttled.response(), nil
+	case loop.gaveUp:
+		return nil, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err}
+	}
+	return nil, err
 }
 
 // loop is the state of one Do call shared by the retryablehttp hooks. It is
@@ -82,6 +99,14 @@ type loop struct {
 	tracker *policy.Tracker
 	ctx     context.Context
 	path    string
+	start   time.Time
+	// attempts counts the requests sent.
+	attempts int
+	// gaveUp is set when the policy declined to retry a connection failure
+	// or a broken body it would otherwise retry.
+	gaveUp bool
+	// throttled is the last 429 answer, kept while its wait runs.
+	throttled *savedAnswer
 	// decided and verdict remember the decision on a response, because
 	// retryablehttp asks again after running the response handler and one
 	// outcome must be decided once.
@@ -102,10 +127,12 @@ type loop struct {
 // client after each give-up, which would tear down client-go's shared
 // connection pool.
 func (l *loop) RoundTrip(req *http.Request) (*http.Response, error) {
+	l.attempts++
+	l.throttled = nil
 	resp, err := l.client.Next.RoundTrip(req)
 	if err != nil && resp != nil {
 		// http.Client would log and drop this response; close it instead.
-		drainAndClose(resp.Body)
+		DrainAndClose(resp.Body)
 		resp = nil
 	}
 	l.roundTripErr = err
@@ -137,6 +164,7 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	if !decision.Retry {
 		switch {
 		case err != nil:
+			l.gaveUp = outcome.Class != policy.Deliver
 			return false, err
 		case outcome.Class != policy.Deliver:
 			l.decided, l.verdict = resp, errGiveUp
@@ -146,16 +174,35 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		return false, l.verdict
 	}
 	l.wait = decision.Wait
+	if resp != nil && outcome.Class == policy.TooManyRequests {
+		l.throttled = saveAnswer(resp)
+	}
 	if l.client.OnRetry != nil {
-		l.client.OnRetry(policy.Retry{Path: l.path, Cause: cause, Class: outcome.Class, Wait: decision.Wait})
+		l.client.OnRetry(policy.Retry{Path: l.path, Reason: reason(resp, err, outcome.Class), Cause: cause, Wait: decision.Wait})
 	}
 	return true, nil
+}
+
+// reason names why an attempt is retried, for OnRetry.
+func reason(resp *http.Response, err error, class policy.Class) string {
+	switch {
+	case class == policy.TooManyRequests:
+		return policy.ReasonTooManyRequests
+	case err != nil && resp != nil:
+		return policy.ReasonBrokenBody
+	case err != nil:
+		return policy.ReasonConnection
+	}
+	return policy.ReasonServerError
 }
 
 // outcome classifies one attempt. err is set when no response arrived, or
 // when the response handler failed reading the body.
 func (l *loop) outcome(resp *http.Response, err error) (policy.Outcome, string) {
-	if err != nil {
+	switch {
+	case err != nil && resp != nil:
+		return policy.Outcome{Class: policy.ClassifyBodyError(err)}, "broken body: " + err.Error()
+	case err != nil:
 		return policy.Outcome{Class: policy.ClassifyError(err)}, err.Error()
 	}
 	outcome := policy.Outcome{Class: policy.ClassifyStatus(resp.StatusCode)}
@@ -175,11 +222,7 @@ func (l *loop) outcome(resp *http.Response, err error) (policy.Outcome, string) 
 // details.retryAfterSeconds, and puts the bytes back so the body reaches
 // the caller whole.
 func statusRetryAfter(resp *http.Response) (time.Duration, bool) {
-	if resp.Body == nil || resp.Body == http.NoBody {
-		return 0, false
-	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, status.BodyLimit))
-	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), errorReader{err}, resp.Body), Closer: resp.Body}
+	head, err := peek(resp)
 	if err != nil {
 		return 0, false
 	}
@@ -190,6 +233,54 @@ func statusRetryAfter(resp *http.Response) (time.Duration, bool) {
 	return status.RetryAfter(st)
 }
 
+// peek reads the start of resp's body (up to status.BodyLimit) and puts the
+// bytes back, so the body still reaches its reader whole. It returns what a
+// previous peek read without reading again.
+func peek(resp *http.Response) ([]byte, error) {
+	if replay, ok := resp.Body.(*replayBody); ok {
+		return replay.head, replay.err
+	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, status.BodyLimit))
+	resp.Body = &replayBody{
+		Reader: io.MultiReader(bytes.NewReader(head), errorReader{err}, resp.Body),
+		Closer: resp.Body,
+		head:   head,
+		err:    err,
+	}
+	return head, err
+}
+
+// savedAnswer is a 429 kept across its wait (which drains and closes it),
+// so that a wait cut by the caller's deadline can still hand the caller the
+// server's answer.
+type savedAnswer struct {
+	resp *http.Response // status line, header and request; Body unused
+	head []byte
+}
+
+func saveAnswer(resp *http.Response) *savedAnswer {
+	head, _ := peek(resp)
+	saved := *resp
+	saved.Header = resp.Header.Clone()
+	saved.Header.Del("Retry-After") // kretry has waited; client-go must not add its own
+	return &savedAnswer{resp: &saved, head: head}
+}
+
+// response rebuilds the answer with the body bytes kept.
+func (a *savedAnswer) response() *http.Response {
+	resp := *a.resp
+	resp.Body = io.NopCloser(bytes.NewReader(a.head))
+	resp.ContentLength = int64(len(a.head))
+	resp.Header.Del("Content-Length")
+	if len(a.head) > 0 {
+		resp.Header.Set("Content-Length", strconv.Itoa(len(a.head)))
+	}
+	return &resp
+}
+
 // backoff waits the policy's chosen wait on the policy's clock (so tests
 // need not sleep) and the request context, then tells retryablehttp to wait
 // no longer. If the context ends first, retryablehttp or PrepareRetry stops
@@ -198,7 +289,7 @@ func statusRetryAfter(resp *http.Response) (time.Duration, bool) {
 func (l *loop) backoff(_, _ time.Duration, _ int, resp *http.Response) time.Duration {
 	l.drained = resp
 	// The context is checked again right after; the error adds nothing here.
-	_ = l.client.Policy.Clock().Sleep(l.ctx, l.wait)
+	_ = policy.Sleep(l.ctx, l.client.Policy.Clock(), l.wait)
 	return 0
 }
 
@@ -212,7 +303,7 @@ func (l *loop) giveUp(resp *http.Response, err error, _ int) (*http.Response, er
 		return resp, nil
 	}
 	if resp != nil && resp != l.drained {
-		drainAndClose(resp.Body)
+		DrainAndClose(resp.Body)
 	}
 	return nil, err
 }
@@ -221,8 +312,9 @@ func (l *loop) giveUp(resp *http.Response, err error, _ int) (*http.Response, er
 // connection can be reused.
 const drainLimit = 4 << 10
 
-// drainAndClose reads a little of an abandoned body and closes it.
-func drainAndClose(body io.ReadCloser) {
+// DrainAndClose reads a little of an abandoned body and closes it, so that
+// its connection can be reused.
+func DrainAndClose(body io.ReadCloser) {
 	if body == nil {
 		return
 	}
@@ -245,6 +337,9 @@ func unwrapURLError(err error) error {
 type replayBody struct {
 	io.Reader
 	io.Closer
+	// head and err are what the peek read.
+	head []byte
+	err  error
 }
 
 // errorReader replays a read error met while peeking; nil reads as EOF.

@@ -1,7 +1,9 @@
 package establish
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -89,7 +91,11 @@ func TestHandleErrorIsAnOutcome(t *testing.T) {
 		wantErr   error
 	}{
 		{"broken body retried", io.ErrUnexpectedEOF, 2, nil},
-		{"other error delivered", errors.New("decode"), 1, errors.New("decode")},
+		// Any read error after a 200 means the body is incomplete: an
+		// HTTP/2 CANCEL or PROTOCOL_ERROR from a proxy, a TLS record error.
+		{"h2 stream error retried", errors.New("stream error: stream ID 7; PROTOCOL_ERROR; received from peer"), 2, nil},
+		{"TLS record error retried", errors.New("local error: tls: bad record MAC"), 2, nil},
+		{"the caller's context delivered", fmt.Errorf("read: %w", context.Canceled), 1, context.Canceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +116,7 @@ func TestHandleErrorIsAnOutcome(t *testing.T) {
 				t.Errorf("%d attempts, want %d", len(next.reqs), tt.wantCalls)
 			}
 			if tt.wantErr != nil {
-				if resp != nil || err == nil || err.Error() != tt.wantErr.Error() {
+				if resp != nil || !errors.Is(err, tt.wantErr) {
 					t.Errorf("Do = %v, %v; want %v", resp, err, tt.wantErr)
 				}
 			} else {

@@ -3,44 +3,27 @@ package policy
 import (
 	"context"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
-// Clock is the time source for every decision and every wait. The zero
-// Config uses the real clock; tests substitute a virtual one so that a
-// 30-second backoff takes no time at all.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// Sleep blocks for d, or until ctx ends, whichever comes first, and
-	// returns ctx.Err() in the latter case.
-	Sleep(ctx context.Context, d time.Duration) error
-	// AfterFunc calls f in its own goroutine once d has elapsed, unless
-	// stop is called first; stop reports whether it prevented the call.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
+// Clock is the time source of every decision and every wait: client-go's
+// own clock abstraction, so that k8s.io/utils/clock/testing.FakeClock drives
+// kretry exactly as it drives a reflector. AfterFunc times a stalled watch
+// read without a goroutine per read.
+type Clock = clock.WithDelayedExecution
 
-// RealClock is the wall clock.
-type RealClock struct{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// Sleep waits on a timer or the context, whichever ends first.
-func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// Sleep waits d on c, or until ctx ends, whichever comes first, and returns
+// ctx.Err(): nil only when the wait ran its course with ctx still live.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if err := ctx.Err(); err != nil || d <= 0 {
+		return err
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	timer := c.NewTimer(d)
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
+		timer.Stop()
+	case <-timer.C():
 	}
-}
-
-// AfterFunc is time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
+	return ctx.Err()
 }

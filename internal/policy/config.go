@@ -3,6 +3,8 @@ package policy
 import (
 	"math/rand/v2"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults, client-go's numbers where client-go has one.
@@ -14,8 +16,18 @@ const (
 	DefaultInternalErrorWindow = 30 * time.Second
 )
 
+// Bounds past which a configured duration is taken for a mistake (a unit
+// slip such as 30*time.Hour for 30s) and replaced by its default, as a zero
+// or negative value is.
+const (
+	MaxBackoffBound    = 10 * time.Minute // InitialBackoff, MaxBackoff
+	MaxRetryAfterBound = time.Hour        // MaxRetryAfter
+	MaxWindowBound     = 24 * time.Hour   // the windows and BackoffReset
+)
+
 // Config holds the numbers every decision is made from. The zero Config is
-// the recommended one: each zero field takes its default.
+// the recommended one: each zero, negative or out-of-bounds field takes its
+// default.
 type Config struct {
 	// InitialBackoff is the first wait when the server names none.
 	InitialBackoff time.Duration
@@ -29,12 +41,13 @@ type Config struct {
 	// Status details.retryAfterSeconds).
 	MaxRetryAfter time.Duration
 	// InternalErrorWindow is how long 5xx answers and connection failures
-	// are retried, measured from the first failure since the last progress.
+	// are retried, measured from the first failure of a run (see Tracker).
 	// The last backoff is cut short to retry once more at the window's end;
 	// a server-named wait that would end past it is not waited for.
 	InternalErrorWindow time.Duration
 	// TooManyRequestsWindow, when positive, bounds how long 429 answers
-	// are retried; zero retries them until the request's context ends.
+	// are retried; zero (and any value out of bounds) retries them until
+	// the request's context ends.
 	TooManyRequestsWindow time.Duration
 	// Clock is the time source; nil is the wall clock.
 	Clock Clock
@@ -52,16 +65,15 @@ type Policy struct {
 
 // New returns the Policy for cfg.
 func New(cfg Config) *Policy {
-	setDefault(&cfg.InitialBackoff, DefaultInitialBackoff)
-	setDefault(&cfg.MaxBackoff, DefaultMaxBackoff)
-	setDefault(&cfg.BackoffReset, DefaultBackoffReset)
-	setDefault(&cfg.MaxRetryAfter, DefaultMaxRetryAfter)
-	setDefault(&cfg.InternalErrorWindow, DefaultInternalErrorWindow)
-	if cfg.MaxBackoff < cfg.InitialBackoff {
-		cfg.MaxBackoff = cfg.InitialBackoff
-	}
+	orDefault(&cfg.InitialBackoff, DefaultInitialBackoff, MaxBackoffBound)
+	orDefault(&cfg.MaxBackoff, DefaultMaxBackoff, MaxBackoffBound)
+	orDefault(&cfg.BackoffReset, DefaultBackoffReset, MaxWindowBound)
+	orDefault(&cfg.MaxRetryAfter, DefaultMaxRetryAfter, MaxRetryAfterBound)
+	orDefault(&cfg.InternalErrorWindow, DefaultInternalErrorWindow, MaxWindowBound)
+	orDefault(&cfg.TooManyRequestsWindow, 0, MaxWindowBound)
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.InitialBackoff)
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -69,8 +81,9 @@ func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg}
 }
 
-func setDefault(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
+// orDefault replaces a zero, negative or out-of-bounds duration by def.
+func orDefault(d *time.Duration, def, bound time.Duration) {
+	if *d <= 0 || *d > bound {
 		*d = def
 	}
 }
@@ -82,4 +95,8 @@ func (p *Policy) Clock() Clock { return p.cfg.Clock }
 func (p *Policy) Config() Config { return p.cfg }
 
 // NewTracker starts the failure history of one request or one watch stream.
-func (p *Policy) NewTracker() *Tracker { return &Tracker{policy: p, progressed: true} }
+func (p *Policy) NewTracker() *Tracker {
+	t := &Tracker{policy: p, progressed: true}
+	t.resetBackoff()
+	return t
+}

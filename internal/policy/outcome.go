@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http2"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
@@ -70,6 +71,8 @@ func ClassifyStatus(code int) Class {
 // else (TLS verification, DNS, malformed request, the caller's context) is
 // delivered.
 func ClassifyError(err error) Class {
+	var goAway http2.GoAwayError
+	var stream http2.StreamError
 	switch {
 	case err == nil:
 		return Deliver
@@ -78,23 +81,44 @@ func ClassifyError(err error) Class {
 	case utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err),
 		utilnet.IsProbableEOF(err), utilnet.IsHTTP2ConnectionLost(err),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.EPIPE), utilnet.IsTimeout(err):
+		errors.Is(err, syscall.EPIPE), utilnet.IsTimeout(err), errors.As(err, &goAway):
 		return InternalError
+	case errors.As(err, &stream):
+		return classifyStreamError(stream.Code)
 	}
+	// net/http's bundled HTTP/2 (a Transport with ForceAttemptHTTP2 rather
+	// than golang.org/x/net/http2) exports none of these errors as types.
 	msg := err.Error()
 	for _, transient := range []string{
-		"http2: server sent GOAWAY",
 		"http2: client connection force closed",
-		"REFUSED_STREAM",
-		// An HTTP/2 stream the server reset mid-answer (its handler
-		// timed out or panicked): client-go says "Please retry".
+		"; REFUSED_STREAM",
 		"; INTERNAL_ERROR",
-		"connection refused",
-		"TLS handshake timeout",
 	} {
 		if strings.Contains(msg, transient) {
 			return InternalError
 		}
 	}
 	return Deliver
+}
+
+// classifyStreamError classifies an HTTP/2 stream reset before a response:
+// REFUSED_STREAM (the server did no work) and INTERNAL_ERROR (its handler
+// timed out or panicked; client-go says "Please retry") are transient.
+func classifyStreamError(code http2.ErrCode) Class {
+	switch code {
+	case http2.ErrCodeRefusedStream, http2.ErrCodeInternal:
+		return InternalError
+	}
+	return Deliver
+}
+
+// ClassifyBodyError classifies an error met reading the body of a 200: any
+// read error (a reset, an HTTP/2 CANCEL or PROTOCOL_ERROR from a proxy, a
+// TLS record error) means the body is incomplete and asking again is safe,
+// so every one is InternalError, except the caller's own context ending.
+func ClassifyBodyError(err error) Class {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Deliver
+	}
+	return InternalError
 }

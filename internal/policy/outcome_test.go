@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/net/http2"
+
 	"github.com/kretry/kretry/internal/policy"
 )
 
@@ -53,6 +55,38 @@ func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
+// tlsHandshakeTimeout is net/http's TLS handshake timeout: a net.Error that
+// timed out.
+type tlsHandshakeTimeout struct{}
+
+func (tlsHandshakeTimeout) Error() string   { return "net/http: TLS handshake timeout" }
+func (tlsHandshakeTimeout) Timeout() bool   { return true }
+func (tlsHandshakeTimeout) Temporary() bool { return true }
+
+func TestClassifyBodyError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want policy.Class
+	}{
+		{"nil", nil, policy.Deliver},
+		{"context canceled", fmt.Errorf("read: %w", context.Canceled), policy.Deliver},
+		{"context deadline", context.DeadlineExceeded, policy.Deliver},
+		{"unexpected EOF", io.ErrUnexpectedEOF, policy.InternalError},
+		{"h2 CANCEL from a proxy", http2.StreamError{StreamID: 5, Code: http2.ErrCodeCancel}, policy.InternalError},
+		{"h2 PROTOCOL_ERROR", errors.New("stream error: stream ID 5; PROTOCOL_ERROR; received from peer"), policy.InternalError},
+		{"TLS record error", errors.New("local error: tls: bad record MAC"), policy.InternalError},
+		{"anything else", errors.New("boom"), policy.InternalError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := policy.ClassifyBodyError(tt.err); got != tt.want {
+				t.Errorf("ClassifyBodyError(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestClassifyError(t *testing.T) {
 	opError := func(errno syscall.Errno) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
@@ -81,7 +115,11 @@ func TestClassifyError(t *testing.T) {
 		{"h2 protocol error", errors.New("stream error: stream ID 5; PROTOCOL_ERROR"), policy.Deliver},
 		{"closed connection", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"), policy.InternalError},
 		{"net timeout", timeoutError{}, policy.InternalError},
-		{"TLS handshake timeout", errors.New("net/http: TLS handshake timeout"), policy.InternalError},
+		{"TLS handshake timeout", tlsHandshakeTimeout{}, policy.InternalError},
+		{"x/net GOAWAY", http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, policy.InternalError},
+		{"x/net refused stream", fmt.Errorf("x: %w", http2.StreamError{StreamID: 3, Code: http2.ErrCodeRefusedStream}), policy.InternalError},
+		{"x/net internal error", http2.StreamError{StreamID: 3, Code: http2.ErrCodeInternal}, policy.InternalError},
+		{"x/net protocol error before a response", http2.StreamError{StreamID: 3, Code: http2.ErrCodeProtocol}, policy.Deliver},
 		{"unknown authority", x509.UnknownAuthorityError{}, policy.Deliver},
 		{"no such host", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, policy.Deliver},
 		{"other", errors.New("boom"), policy.Deliver},

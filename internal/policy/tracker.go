@@ -1,6 +1,11 @@
 package policy
 
-import "time"
+import (
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
 
 // retryAfterJitter spreads a server-named wait by up to 10%, so a fleet of
 // clients told "Retry-After: 1" does not come back in step.
@@ -17,6 +22,12 @@ type Decision struct {
 // Tracker is the failure history of one LIST request or one watch stream:
 // when the current run of failures began, and how far the backoff has
 // grown. It is not safe for concurrent use; each request owns one.
+//
+// A run of failures starts at the first failure after a success and ends at
+// the next success: Progress (a whole event delivered, a LIST body read to
+// its end), or a reopened watch that stayed up, without failing, for as long
+// as the InternalErrorWindow (see Opened). A bare 200 is not a success, so
+// "200, then ERROR 500" forever still spends the window.
 type Tracker struct {
 	policy *Policy
 
@@ -28,8 +39,13 @@ type Tracker struct {
 	// lastFailure is when the backoff last grew; after BackoffReset of
 	// quiet it starts over.
 	lastFailure time.Time
-	// steps is the backoff exponent.
-	steps int
+	// backoff is the exponential step without jitter (wait.Backoff's
+	// arithmetic; the jitter comes from Config.Rand, which wait.Jitter
+	// cannot take).
+	backoff wait.Backoff
+	// upSince is when the current stream opened, zero once it failed: a
+	// stream up for a whole window ends the run of failures.
+	upSince time.Time
 	// progressed is set by Progress and cleared by Break: the first
 	// break after progress reopens at once.
 	progressed bool
@@ -40,6 +56,9 @@ type Tracker struct {
 func (t *Tracker) Decide(o Outcome) Decision {
 	cfg := t.policy.cfg
 	now := cfg.Clock.Now()
+	if o.Class != Deliver {
+		t.failed(now)
+	}
 	switch o.Class {
 	case TooManyRequests:
 		if t.firstThrottle.IsZero() {
@@ -48,7 +67,7 @@ func (t *Tracker) Decide(o Outcome) Decision {
 		named, ok := t.retryAfter(o)
 		wait := named
 		if !ok {
-			wait = t.backoff(now)
+			wait = t.nextBackoff(now)
 		}
 		if cfg.TooManyRequestsWindow <= 0 {
 			return Decision{Retry: true, Wait: wait}
@@ -58,7 +77,7 @@ func (t *Tracker) Decide(o Outcome) Decision {
 		if t.firstFailure.IsZero() {
 			t.firstFailure = now
 		}
-		wait := t.backoff(now)
+		wait := t.nextBackoff(now)
 		named, _ := t.retryAfter(o)
 		wait = max(wait, named)
 		return fitWindow(now, t.firstFailure.Add(cfg.InternalErrorWindow), wait, named)
@@ -73,11 +92,29 @@ func (t *Tracker) Decide(o Outcome) Decision {
 // legitimately breaks again and again. The first break after progress
 // reopens at once; later ones back off.
 func (t *Tracker) Break() Decision {
+	now := t.policy.cfg.Clock.Now()
+	t.failed(now)
 	if t.progressed {
 		t.progressed = false
 		return Decision{Retry: true}
 	}
-	return Decision{Retry: true, Wait: t.backoff(t.policy.cfg.Clock.Now())}
+	return Decision{Retry: true, Wait: t.nextBackoff(now)}
+}
+
+// Opened records that a watch stream (re)opened with a 200. If it then stays
+// up for InternalErrorWindow before its next failure, that failure starts a
+// new run: a quiet, healthy watch is not a failing one.
+func (t *Tracker) Opened() {
+	t.upSince = t.policy.cfg.Clock.Now()
+}
+
+// failed is called on every failure: a stream that was up for a whole window
+// first ends the run it was opened in.
+func (t *Tracker) failed(now time.Time) {
+	if !t.upSince.IsZero() && now.Sub(t.upSince) >= t.policy.cfg.InternalErrorWindow {
+		t.Progress()
+	}
+	t.upSince = time.Time{}
 }
 
 // Progress records that the request moved forward: a whole non-ERROR watch
@@ -88,7 +125,7 @@ func (t *Tracker) Progress() {
 	t.firstThrottle = time.Time{}
 	// The backoff starts over too: a new run of failures gets a whole window,
 	// and a backoff left at its cap would spend that window in one wait.
-	t.steps = 0
+	t.resetBackoff()
 	t.progressed = true
 }
 
@@ -105,9 +142,11 @@ func fitWindow(now, end time.Time, wait, named time.Duration) Decision {
 	return Decision{Retry: true, Wait: min(wait, remaining)}
 }
 
-// retryAfter is the server-named wait, capped and jittered.
+// retryAfter is the server-named wait, capped and jittered. A wait under a
+// second (an HTTP-date almost due, a rounding proxy) is treated as none, so
+// the backoff applies rather than a near-hot loop.
 func (t *Tracker) retryAfter(o Outcome) (time.Duration, bool) {
-	if !o.HasRetryAfter || o.RetryAfter <= 0 {
+	if !o.HasRetryAfter || o.RetryAfter < time.Second {
 		return 0, false
 	}
 	cfg := t.policy.cfg
@@ -115,22 +154,21 @@ func (t *Tracker) retryAfter(o Outcome) (time.Duration, bool) {
 	return wait + time.Duration(cfg.Rand()*retryAfterJitter*float64(wait)), true
 }
 
-// backoff returns the next jittered exponential wait and grows the
-// exponent: InitialBackoff doubling up to MaxBackoff, plus up to 100%
-// jitter, starting over after BackoffReset without failures.
-func (t *Tracker) backoff(now time.Time) time.Duration {
+// resetBackoff starts the exponential backoff over from InitialBackoff.
+func (t *Tracker) resetBackoff() {
+	cfg := t.policy.cfg
+	t.backoff = wait.Backoff{Duration: cfg.InitialBackoff, Factor: 2, Steps: math.MaxInt32, Cap: cfg.MaxBackoff}
+}
+
+// nextBackoff returns the next jittered exponential wait and grows the
+// step: InitialBackoff doubling up to MaxBackoff, plus up to 100% jitter
+// (client-go's numbers), starting over after BackoffReset without failures.
+func (t *Tracker) nextBackoff(now time.Time) time.Duration {
 	cfg := t.policy.cfg
 	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= cfg.BackoffReset {
-		t.steps = 0
+		t.resetBackoff()
 	}
 	t.lastFailure = now
-	base := cfg.InitialBackoff
-	for i := 0; i < t.steps && base < cfg.MaxBackoff; i++ {
-		base *= 2
-	}
-	base = min(base, cfg.MaxBackoff)
-	if base < cfg.MaxBackoff {
-		t.steps++
-	}
+	base := t.backoff.Step()
 	return base + time.Duration(cfg.Rand()*float64(base))
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/internal/policy"
 )
@@ -371,11 +373,134 @@ func TestNewDefaults(t *testing.T) {
 	if r := got.Rand(); r < 0 || r >= 1 {
 		t.Errorf("Rand() = %v, want [0,1)", r)
 	}
-	if _, ok := policy.New(policy.Config{}).Clock().(policy.RealClock); !ok {
-		t.Error("default clock is not the wall clock")
+	if _, ok := got.Clock.(clock.RealClock); !ok {
+		t.Errorf("default clock is %T, not the wall clock", got.Clock)
 	}
-	negative := policy.New(policy.Config{InitialBackoff: -1, MaxRetryAfter: -1}).Config()
-	if negative.InitialBackoff != policy.DefaultInitialBackoff || negative.MaxRetryAfter != policy.DefaultMaxRetryAfter {
-		t.Errorf("negative values not defaulted: %+v", negative)
+}
+
+func TestConfigValidation(t *testing.T) {
+	defaults := policy.New(policy.Config{}).Config()
+	tests := []struct {
+		name string
+		cfg  policy.Config
+		want func(c *policy.Config) // applied to the defaults
+	}{
+		{"negative values take the default", policy.Config{InitialBackoff: -1, MaxBackoff: -time.Hour,
+			BackoffReset: -1, MaxRetryAfter: -1, InternalErrorWindow: -time.Second, TooManyRequestsWindow: -1},
+			func(*policy.Config) {}},
+		{"absurd values take the default", policy.Config{InitialBackoff: 30 * time.Hour, MaxBackoff: 11 * time.Minute,
+			BackoffReset: 25 * time.Hour, MaxRetryAfter: 2 * time.Hour, InternalErrorWindow: 1 << 62, TooManyRequestsWindow: 1 << 62},
+			func(*policy.Config) {}},
+		{"values at their bounds are kept", policy.Config{InitialBackoff: 10 * time.Minute, MaxBackoff: 10 * time.Minute,
+			BackoffReset: 24 * time.Hour, MaxRetryAfter: time.Hour, InternalErrorWindow: 24 * time.Hour, TooManyRequestsWindow: 24 * time.Hour},
+			func(c *policy.Config) {
+				c.InitialBackoff, c.MaxBackoff, c.BackoffReset = 10*time.Minute, 10*time.Minute, 24*time.Hour
+				c.MaxRetryAfter, c.InternalErrorWindow, c.TooManyRequestsWindow = time.Hour, 24*time.Hour, 24*time.Hour
+			}},
+		{"a cap below the initial backoff is raised to it", policy.Config{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second},
+			func(c *policy.Config) { c.InitialBackoff, c.MaxBackoff = 2*time.Second, 2*time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := policy.New(tt.cfg).Config()
+			want := defaults
+			tt.want(&want)
+			if got.InitialBackoff != want.InitialBackoff || got.MaxBackoff != want.MaxBackoff ||
+				got.BackoffReset != want.BackoffReset || got.MaxRetryAfter != want.MaxRetryAfter ||
+				got.InternalErrorWindow != want.InternalErrorWindow || got.TooManyRequestsWindow != want.TooManyRequestsWindow {
+				t.Errorf("Config = %+v\nwant     %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestRetryAfterUnderASecondIsNone(t *testing.T) {
+	tests := []struct {
+		name    string
+		outcome policy.Outcome
+		want    time.Duration
+	}{
+		{"429 asking 400ms: the backoff", withRetryAfter(throttled, 400*time.Millisecond), 800 * time.Millisecond},
+		{"429 asking 999ms: the backoff", withRetryAfter(throttled, 999*time.Millisecond), 800 * time.Millisecond},
+		{"429 asking 1s: 1s", withRetryAfter(throttled, time.Second), time.Second},
+		{"503 asking 300ms: the backoff", withRetryAfter(serverError, 300*time.Millisecond), 800 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, _ := newTracker(policy.Config{}, 0)
+			if got := tracker.Decide(tt.outcome); !got.Retry || got.Wait != tt.want {
+				t.Errorf("Decide = %+v, want retry after %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFailureRuns pins DESIGN's "Failure runs": a run ends at a success, and
+// a reopened stream that stays up as long as the window is one; a bare 200
+// is not.
+func TestFailureRuns(t *testing.T) {
+	const window = 30 * time.Second
+	refused := serverError // a refused dial is an InternalError outcome
+	tests := []struct {
+		name string
+		// between runs after the first refused dial, before the second.
+		between func(tracker *policy.Tracker, clock *fakeclock.Clock)
+		// wantWhole: the second run gets a whole window.
+		wantWhole bool
+	}{
+		{"reopened, then an hour of quiet: a new run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			tr.Opened()
+			c.Advance(time.Hour)
+		}, true},
+		{"reopened, up exactly the window: a new run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			tr.Opened()
+			c.Advance(window)
+		}, true},
+		{"reopened, up just short of the window: the same run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			tr.Opened()
+			c.Advance(window - time.Millisecond)
+		}, false},
+		{"a bare 200 then ERROR 500 at once: the same run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			tr.Opened()
+		}, false},
+		{"an hour without reopening (a LIST's waits): the same run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			c.Advance(time.Hour)
+		}, false},
+		{"progress: a new run", func(tr *policy.Tracker, c *fakeclock.Clock) {
+			tr.Opened()
+			tr.Progress()
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(policy.Config{InternalErrorWindow: window}, 0)
+			first := tracker.Decide(refused)
+			if !first.Retry {
+				t.Fatal("first failure not retried")
+			}
+			clock.Advance(first.Wait)
+			tt.between(tracker, clock)
+			waits, gaveUp := waitsUntilGiveUp(tracker, clock, refused, 100)
+			var total time.Duration
+			for _, w := range waits {
+				total += w
+			}
+			if whole := gaveUp && total == window; whole != tt.wantWhole {
+				t.Errorf("second run retried for %v (waits %v); whole window = %v, want %v", total, waits, whole, tt.wantWhole)
+			}
+		})
+	}
+}
+
+func TestStreamUpForAWindowMakesTheNextBreakImmediate(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, 0)
+	tracker.Break() // immediate: a new stream counts as progressed
+	if got := tracker.Break().Wait; got != 800*time.Millisecond {
+		t.Fatalf("second break waits %v", got)
+	}
+	tracker.Opened()
+	clock.Advance(10 * time.Second)
+	if got := tracker.Break().Wait; got != 0 {
+		t.Errorf("break after a stream up for the window waits %v, want an immediate reopen", got)
 	}
 }

@@ -6,16 +6,17 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
 )
 
-// Sleep returns at once, advancing virtual time and recording the wait;
-// AfterFunc callbacks fire when Advance (or Sleep) reaches them.
+// A wait returns at once, advancing virtual time and recording the wait;
+// AfterFunc callbacks fire when virtual time reaches them.
 func Example() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := fakeclock.New(start)
 
-	_ = clock.Sleep(context.Background(), 800*time.Millisecond)
-	_ = clock.Sleep(context.Background(), 1600*time.Millisecond)
+	_ = policy.Sleep(context.Background(), clock, 800*time.Millisecond)
+	_ = policy.Sleep(context.Background(), clock, 1600*time.Millisecond)
 	fmt.Println("slept:", clock.Sleeps(), "now:", clock.Now().Sub(start))
 
 	fired := make(chan time.Time)

@@ -1,33 +1,28 @@
 package fakeclock
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 )
 
-func TestSleepAdvancesAndRecords(t *testing.T) {
+func TestTimersJumpAndRecord(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := New(start)
 	for _, d := range []time.Duration{time.Second, 0, time.Minute} {
-		if err := clock.Sleep(context.Background(), d); err != nil {
-			t.Fatal(err)
+		timer := clock.NewTimer(d)
+		select {
+		case <-timer.C():
+		default:
+			t.Fatalf("timer of %v not fired when returned", d)
 		}
 	}
-	if got := clock.Now().Sub(start); got != time.Minute+time.Second {
+	<-clock.After(time.Hour)
+	clock.Sleep(time.Hour)
+	if got := clock.Since(start); got != 2*time.Hour+time.Minute+time.Second {
 		t.Errorf("virtual time advanced %v", got)
 	}
-	if got := clock.Sleeps(); len(got) != 3 || got[0] != time.Second || got[2] != time.Minute {
+	if got := clock.Sleeps(); len(got) != 5 || got[0] != time.Second || got[2] != time.Minute || got[4] != time.Hour {
 		t.Errorf("Sleeps = %v", got)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := clock.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("Sleep on an ended context = %v", err)
-	}
-	if len(clock.Sleeps()) != 3 || clock.Now().Sub(start) != time.Minute+time.Second {
-		t.Error("a sleep on an ended context was recorded or advanced time")
 	}
 }
 
@@ -35,7 +30,7 @@ func TestAfterFunc(t *testing.T) {
 	clock := New(time.Unix(0, 0))
 	fired := make(chan string, 3)
 	clock.AfterFunc(2*time.Second, func() { fired <- "two" })
-	stop := clock.AfterFunc(time.Second, func() { fired <- "stopped" })
+	stop := clock.AfterFunc(time.Second, func() { fired <- "stopped" }).Stop
 	clock.AfterFunc(time.Hour, func() { fired <- "hour" })
 	if !stop() {
 		t.Fatal("stop did not prevent the call")
@@ -52,5 +47,23 @@ func TestAfterFunc(t *testing.T) {
 	case got := <-fired:
 		t.Fatalf("also fired %q", got)
 	default:
+	}
+}
+
+func TestAfterFuncReset(t *testing.T) {
+	clock := New(time.Unix(0, 0))
+	fired := make(chan time.Time, 1)
+	timer := clock.AfterFunc(time.Second, func() { fired <- clock.Now() })
+	timer.Stop()
+	if timer.Reset(3 * time.Second) {
+		t.Error("Reset of a stopped timer reported it active")
+	}
+	clock.Advance(2 * time.Second)
+	if clock.PendingTimers() != 1 {
+		t.Fatalf("%d pending, want the reset one", clock.PendingTimers())
+	}
+	clock.Advance(time.Second)
+	if got := (<-fired).Sub(time.Unix(0, 0)); got != 3*time.Second {
+		t.Errorf("fired at %v, want 3s", got)
 	}
 }
