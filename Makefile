@@ -26,7 +26,7 @@ fmtcheck:
 ## bench: every benchmark, 6 runs each, raw results in bench.txt, medians by benchstat.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/frame/ ./watchretry/ ./transport/ | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/frame/ ./watchretry/ ./transport/ ./listretry/ | tee bench.txt
 	$(GO) run $(BENCHSTAT) bench.txt
 
 ## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time).

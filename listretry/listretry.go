@@ -58,52 +58,108 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // does not pin its memory in the pool.
 const maxPooledBuffer = 32 << 20
 
-// bufferPool holds *bytes.Buffer for LIST bodies. A buffer returns to it
-// when the caller closes the body; without reuse every LIST would cost a
-// second copy of its body in garbage.
+// chunkSize is how much an unknown-length body's buffer grows at first.
+const chunkSize = 64 << 10
+
+// bufferPool holds *[]byte for LIST bodies. A buffer returns to it when the
+// caller closes the body; without reuse every LIST would cost a second copy
+// of its body in garbage.
 var bufferPool sync.Pool
 
-func getBuffer() *bytes.Buffer {
-	if buf, ok := bufferPool.Get().(*bytes.Buffer); ok {
-		return buf
+// getBuffer returns an empty buffer with a capacity of at least size and at
+// most limit bytes.
+func getBuffer(size, limit int) *[]byte {
+	if buf, ok := bufferPool.Get().(*[]byte); ok {
+		if c := cap(*buf); c >= size && c <= limit {
+			*buf = (*buf)[:0]
+			return buf
+		}
+		bufferPool.Put(buf)
 	}
-	return new(bytes.Buffer)
+	buf := make([]byte, 0, size)
+	return &buf
 }
 
-func putBuffer(buf *bytes.Buffer) {
-	if buf.Cap() > maxPooledBuffer {
+func putBuffer(buf *[]byte) {
+	if cap(*buf) > maxPooledBuffer {
 		return
 	}
-	buf.Reset()
+	*buf = (*buf)[:0]
 	bufferPool.Put(buf)
 }
 
 // buffer reads a successful answer's body into memory, so that a body that
 // breaks mid-read is an attempt that failed, not a response already handed
 // to the caller. A read error is returned for the policy to judge.
+//
+// The bound is the bound: at most bufferSize bytes are ever held. A body
+// that declares a larger Content-Length is not buffered at all; one of
+// unknown length is read until it ends or passes the bound, and in the
+// latter case streams on from there, unprotected.
 func (rt *roundTripper) buffer(resp *http.Response) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	buf := getBuffer()
-	if resp.ContentLength > 0 && resp.ContentLength <= rt.bufferSize {
-		// One allocation (or none, from the pool); the extra MinRead lets
-		// ReadFrom see EOF without growing the buffer.
-		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	if resp.ContentLength > rt.bufferSize {
+		return nil
 	}
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, rt.bufferSize+1))
+	// A declared length is read into one buffer of exactly that size; an
+	// unknown one into a buffer that grows up to the bound.
+	limit, size := int(rt.bufferSize), min(chunkSize, int(rt.bufferSize))
+	if resp.ContentLength >= 0 {
+		limit, size = int(resp.ContentLength), int(resp.ContentLength)
+	}
+	buf := getBuffer(size, limit)
+	whole, next, err := readBounded(resp.Body, buf, limit)
 	if err != nil {
 		putBuffer(buf)
 		return err
 	}
-	if n <= rt.bufferSize {
+	if whole {
 		// The whole body is here: release the connection now.
 		_ = resp.Body.Close()
 		resp.Body = newBufferedBody(buf)
 		return nil
 	}
-	resp.Body = &partialBody{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), resp.Body), Closer: resp.Body}
+	resp.Body = &partialBody{Reader: io.MultiReader(bytes.NewReader(*buf), bytes.NewReader(next), resp.Body), Closer: resp.Body, held: cap(*buf)}
 	return nil
+}
+
+// readBounded reads body into buf, growing it up to limit bytes and never
+// past. It reports whether the body ended within the limit. If it did not,
+// buf holds exactly limit bytes and next is the one byte read past them
+// (read to learn that the body goes on); the rest is still in body.
+func readBounded(body io.Reader, buf *[]byte, limit int) (whole bool, next []byte, err error) {
+	b := *buf
+	defer func() { *buf = b }()
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			// Grow by hand: append's size classes would pass the limit.
+			grown := make([]byte, len(b), min(max(2*cap(b), chunkSize), limit))
+			copy(grown, b)
+			b = grown
+		}
+		n, err := body.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		switch {
+		case err == io.EOF:
+			return true, nil, nil
+		case err != nil:
+			return false, nil, err
+		}
+	}
+	var probe [1]byte
+	for {
+		n, err := body.Read(probe[:])
+		switch {
+		case n > 0:
+			return false, probe[:], nil
+		case err == io.EOF:
+			return true, nil, nil
+		case err != nil:
+			return false, nil, err
+		}
+	}
 }
 
 // errBodyClosed is what reading a buffered body after Close returns, as
@@ -114,13 +170,13 @@ var errBodyClosed = errors.New("listretry: read on closed response body")
 // back for reuse; reads after Close fail rather than see a reused buffer.
 type bufferedBody struct {
 	mu     sync.Mutex
-	buf    *bytes.Buffer // nil once closed
+	buf    *[]byte // nil once closed
 	reader bytes.Reader
 }
 
-func newBufferedBody(buf *bytes.Buffer) *bufferedBody {
+func newBufferedBody(buf *[]byte) *bufferedBody {
 	body := &bufferedBody{buf: buf}
-	body.reader.Reset(buf.Bytes())
+	body.reader.Reset(*buf)
 	return body
 }
 
@@ -151,4 +207,5 @@ func (b *bufferedBody) Close() error {
 type partialBody struct {
 	io.Reader
 	io.Closer
+	held int // the head's buffer capacity
 }

@@ -360,3 +360,75 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("DefaultBufferSize = %d, want 128 MiB", listretry.DefaultBufferSize)
 	}
 }
+
+// TestBufferBound: at most BufferSize bytes are ever held, whatever the
+// body; a declared Content-Length over the bound is not buffered at all.
+// Before: an unknown-length body grew its bytes.Buffer to twice the bound,
+// and a declared length over it was still buffered from zero.
+func TestBufferBound(t *testing.T) {
+	const bound = 100 << 10
+	body := items(7000) // well past the bound
+	if len(body) < 2*bound {
+		t.Fatalf("test body of %d bytes is too small", len(body))
+	}
+	tests := []struct {
+		name          string
+		size          int
+		contentLength bool
+		wantHeld      int // -1: not buffered at all
+	}{
+		{"unknown length, under the bound", bound - 1, false, bound - 1},
+		{"unknown length, exactly the bound", bound, false, bound},
+		{"unknown length, one byte over", bound + 1, false, bound},
+		{"unknown length, twice the bound", 2 * bound, false, bound},
+		{"declared length under the bound: exact", bound - 1, true, bound - 1},
+		{"declared length of the bound", bound, true, bound},
+		{"declared length over the bound: not buffered", bound + 1, true, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := body[:tt.size]
+			s := newServer(t, answer{code: 200, body: want, cut: -1, contentLength: tt.contentLength})
+			rt, _ := newList(s, listretry.Config{BufferSize: bound})
+			resp, err := rt.RoundTrip(listRequest(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := listretry.Held(resp.Body)
+			if tt.wantHeld >= 0 && (held < 0 || held > bound || held < tt.wantHeld) || tt.wantHeld < 0 && held != -1 {
+				t.Errorf("holds %d bytes, want %d (bound %d)", held, tt.wantHeld, bound)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if err != nil || string(got) != want {
+				t.Errorf("read %d bytes, %v; want the %d sent", len(got), err, len(want))
+			}
+			resp.Body.Close()
+		})
+	}
+}
+
+// TestAnyBodyReadErrorIsABreak: every read error after a 200 (an HTTP/2
+// CANCEL or PROTOCOL_ERROR from a proxy, a TLS record error) is a broken
+// body, asked for again; before, only allow-listed connection errors were.
+func TestAnyBodyReadErrorIsABreak(t *testing.T) {
+	for _, readErr := range []error{
+		errors.New("stream error: stream ID 5; CANCEL; received from peer"),
+		errors.New("stream error: stream ID 5; PROTOCOL_ERROR; received from peer"),
+		errors.New("local error: tls: bad record MAC"),
+	} {
+		t.Run(readErr.Error(), func(t *testing.T) {
+			body := items(50)
+			s := newServer(t, answer{code: 200, body: body, cut: 10, err: readErr}, answer{code: 200, body: body, cut: -1})
+			rt, _ := newList(s, listretry.Config{})
+			resp, err := rt.RoundTrip(listRequest(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(got) != body || len(s.requests()) != 2 {
+				t.Errorf("read %d bytes, %v after %d requests; want the body after one retry", len(got), err, len(s.requests()))
+			}
+		})
+	}
+}

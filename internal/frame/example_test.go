@@ -42,7 +42,7 @@ func Example() {
 	}
 	fmt.Println("resume from", resumePoint)
 	// Output:
-	// ADDED 41 initial events end: false frame bytes: 111
+	// ADDED 41 initial events end: false frame bytes: 112
 	// BOOKMARK 42 initial events end: true frame bytes: 155
 	// ERROR 429 TooManyRequests retry after 3
 	// stream ended: unexpected EOF true

@@ -159,9 +159,11 @@ func (ev *Event) setResumePoint(rv []byte, eventsEnd bool) {
 // Frame is one whole frame as read.
 type Frame struct {
 	// Raw is exactly the bytes consumed for this frame, including any
-	// separator bytes (JSON whitespace) read before it; protobuf and CBOR
-	// have none. It aliases the
-	// Scanner's buffer and is valid until the next call to Next.
+	// separator bytes (JSON whitespace) read before it and those already
+	// read after it (the newline the server writes with each event, so that
+	// a reader splitting lines need not wait for the next event); protobuf
+	// and CBOR have none. It aliases the Scanner's buffer and is valid until
+	// the next call to Next.
 	Raw []byte
 	// Event is what the frame says.
 	Event Event

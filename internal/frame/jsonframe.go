@@ -19,16 +19,21 @@ func (s *Scanner) nextJSON() (Frame, error) {
 			s.trailing = b[:leadingSpace(b)]
 			return Frame{}, s.invalid(len(s.trailing), err)
 		case scanDone:
+			var fr Frame
 			if j.pos-j.valStart > s.maxSize {
 				s.trailing = b[:j.valStart]
 				return Frame{}, s.fail(s.tooLarge(j.pos - j.valStart))
 			}
-			fr := Frame{Raw: b[:j.pos]}
-			if err := j.event(fr.Raw, &fr.Event); err != nil {
+			if err := j.event(b[:j.pos], &fr.Event); err != nil {
 				s.trailing = b[:j.valStart]
 				return Frame{}, s.invalid(j.valStart, err)
 			}
-			s.returned = j.pos
+			// The separator the server wrote after the frame (its newline)
+			// goes with it when it has arrived: a reader that splits lines
+			// must not wait for the next event to see this one.
+			end := j.pos + leadingSpace(b[j.pos:])
+			fr.Raw = b[:end]
+			s.returned = end
 			return fr, nil
 		}
 		// Need more. Refuse to buffer past the limit, counting a run of
