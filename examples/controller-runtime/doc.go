@@ -1,0 +1,23 @@
+// Command controller-runtime is a controller-runtime manager with kretry under every client
+// it makes: the cache's informers (streaming lists and watches), the client's reads, leader
+// election and discovery alike, from one line on the rest.Config before the manager is built:
+//
+//	cfg := ctrl.GetConfigOrDie()
+//	cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: countRetry}))
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{...})
+//
+// Its reconciler on ConfigMaps counts what it reconciles, and kretry's retries and watch
+// resumes are counted by reason in kretry_retries_total, registered in controller-runtime's
+// metrics.Registry so that the manager's /metrics serves it beside controller-runtime's own
+// (kretry has no metrics package yet; the OnRetry hook is all it takes).
+//
+// It is a module of its own so that the library's go.mod does not grow by controller-runtime
+// and its dependencies. Run it against a cluster (read-only: it never writes):
+//
+//	go run . --kubeconfig ~/.kube/config --namespace default
+//
+// main_test.go runs the manager against the in-process demo server under faults;
+// e2e_test.go (build tag e2e, KRETRY_E2E=1) runs a stock manager and one with kretry against
+// a real kube-apiserver through a TCP fault proxy (random cuts) and an HTTP fault injector
+// (a 503 burst), as `make e2e` does.
+package main
