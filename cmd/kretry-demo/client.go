@@ -44,6 +44,7 @@ func (t *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusOK && isCollection && watching && query.Get("sendInitialEvents") == "true" {
 		t.fetches.Add(1)
 		body.initialState = &t.fetchBytes
+		body.initialEventsEnd = marker{text: []byte(metav1.InitialEventsAnnotationKey)}
 	}
 	resp.Body = body
 	return resp, nil
@@ -54,13 +55,10 @@ type countingBody struct {
 	counters []*atomic.Int64
 	// initialState, for a watch-list, counts the bytes up to the k8s.io/initial-events-end
 	// annotation key of its last bookmark (plain bytes in JSON and protobuf alike; the few
-	// bytes after it are left out); tail keeps the last bytes read, for a key cut between
-	// two reads.
-	initialState *atomic.Int64
-	tail         []byte
+	// bytes after it are left out).
+	initialState     *atomic.Int64
+	initialEventsEnd marker
 }
-
-var initialEventsEnd = []byte(metav1.InitialEventsAnnotationKey)
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
@@ -69,19 +67,34 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	}
 	if b.initialState != nil && n > 0 {
 		b.initialState.Add(int64(n))
-		window := append(b.tail, p[:n]...)
-		if bytes.Contains(window, initialEventsEnd) {
-			b.initialState, b.tail = nil, nil
-		} else {
-			b.tail = append(b.tail[:0], window[max(0, len(window)-len(initialEventsEnd)+1):]...)
+		if b.initialEventsEnd.in(p[:n]) {
+			b.initialState = nil
 		}
 	}
 	return n, err
 }
 
+// marker finds a byte string in a stream read in pieces.
+type marker struct {
+	text []byte
+	tail []byte // the last len(text)-1 bytes read, for a text cut between two reads
+}
+
+// in reports whether the text occurs in the stream read so far, ending in p.
+func (m *marker) in(p []byte) bool {
+	window := append(m.tail, p...)
+	if bytes.Contains(window, m.text) {
+		m.tail = nil
+		return true
+	}
+	m.tail = append(m.tail[:0], window[max(0, len(window)-len(m.text)+1):]...)
+	return false
+}
+
 // watchEnds sits above kretry, where client-go reads, and counts the watch streams that
-// ended under the caller: a read error or EOF before the caller closed the body and
-// before the timeoutSeconds it asked for ran out.
+// ended under the caller: an ERROR event (the server ends the stream after one; the
+// caller may close it before reading the end), or a read error or EOF before the caller
+// closed the body and before the timeoutSeconds it asked for ran out.
 type watchEnds struct {
 	next http.RoundTripper
 
@@ -95,7 +108,8 @@ func (w *watchEnds) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusOK || !isWatch(req) {
 		return resp, err
 	}
-	body := &watchBody{ReadCloser: resp.Body, ends: w}
+	body := &watchBody{ReadCloser: resp.Body, ends: w,
+		jsonError: marker{text: []byte(`"type":"ERROR"`)}, protobufError: marker{text: []byte("\x0a\x05ERROR")}}
 	if seconds, err := strconv.Atoi(req.URL.Query().Get("timeoutSeconds")); err == nil && seconds > 0 {
 		// A stream that ends within a second of its timeout ended as asked.
 		body.intendedEnd = time.Now().Add(time.Duration(seconds-1) * time.Second)
@@ -117,11 +131,14 @@ type watchBody struct {
 	intendedEnd time.Time // zero: no timeout asked for
 	closed      atomic.Bool
 	once        sync.Once
+	// The event type ERROR as JSON and as protobuf (WatchEvent field 1, a 5-byte string).
+	jsonError, protobufError marker
 }
 
 func (b *watchBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.closed.Load() && (b.intendedEnd.IsZero() || time.Now().Before(b.intendedEnd)) {
+	errorEvent := n > 0 && (b.jsonError.in(p[:n]) || b.protobufError.in(p[:n]))
+	if errorEvent || err != nil && !b.closed.Load() && (b.intendedEnd.IsZero() || time.Now().Before(b.intendedEnd)) {
 		b.once.Do(func() {
 			b.ends.mu.Lock()
 			defer b.ends.mu.Unlock()

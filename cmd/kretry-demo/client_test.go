@@ -66,28 +66,38 @@ func TestWireCounterFetches(t *testing.T) {
 }
 
 func TestWatchEnds(t *testing.T) {
+	const (
+		collection = "http://s/api/v1/configmaps"
+		event      = `{"type":"ADDED","object":{}}` + "\n"
+		expired    = `{"type":"ERROR","object":{"kind":"Status","code":410}}` + "\n"
+	)
 	for _, tc := range []struct {
 		name   string
-		url    string
-		read   bool // read to the end (else the caller closes first)
+		query  string
+		body   string
+		toEnd  bool // the caller reads to the end, else it reads once and closes
 		counts bool
 	}{
-		{"watch ends under the caller", "http://s/api/v1/configmaps?watch=true", true, true},
-		{"caller closes", "http://s/api/v1/configmaps?watch=true", false, false},
-		{"ends at its timeout", "http://s/api/v1/configmaps?watch=true&timeoutSeconds=1", true, false},
-		{"ends before its timeout", "http://s/api/v1/configmaps?watch=true&timeoutSeconds=300", true, true},
-		{"not a watch", "http://s/api/v1/configmaps?watch=false", true, false},
+		{"watch ends under the caller", "?watch=true", event, true, true},
+		{"caller closes", "?watch=true", event + event, false, false},
+		{"ends at its timeout", "?watch=true&timeoutSeconds=1", event, true, false},
+		{"ends before its timeout", "?watch=true&timeoutSeconds=300", event, true, true},
+		{"not a watch", "?watch=false", event, true, false},
+		{"ERROR event, then the caller closes", "?watch=1", expired + event, false, true},
+		{"ERROR in protobuf", "?watch=1", "\x0a\x05ERROR\x12\x00", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ends := &watchEnds{next: answer(strings.NewReader("{}"))}
-			resp := get(t, ends, tc.url)
-			if !tc.read {
+			ends := &watchEnds{next: answer(strings.NewReader(tc.body))}
+			resp := get(t, ends, collection+tc.query)
+			if tc.toEnd {
+				_, _ = io.ReadAll(resp.Body)
+				_, _ = resp.Body.Read(make([]byte, 1)) // a second end is not a second count
+			} else {
+				_, _ = resp.Body.Read(make([]byte, len(tc.body))) // all of it, but not the EOF
 				resp.Body.Close()
 			}
-			_, _ = io.ReadAll(resp.Body)
-			_, _ = resp.Body.Read(make([]byte, 1)) // a second end is not a second count
-			if got := ends.count(); got != map[bool]int{true: 1}[tc.counts] {
-				t.Errorf("%d ends counted", got)
+			if got, want := ends.count(), map[bool]int{true: 1}[tc.counts]; got != want {
+				t.Errorf("%d ends counted, want %d", got, want)
 			}
 		})
 	}

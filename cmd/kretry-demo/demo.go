@@ -211,7 +211,7 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 				}
 				return false
 			})
-			observe(now, tgt.server, sides, tl)
+			observe(now, tgt.server, 0, sides, tl)
 			if !now.Before(nextLine) {
 				nextLine = nextLine.Add(time.Second)
 				fmt.Fprintln(out, progressLine(now.Sub(start), tgt.server, sides))
@@ -322,8 +322,9 @@ func waitSynced(ctx context.Context, sides []*side) error {
 }
 
 // observe samples every side: recovery from its faults and, for the timeline, its
-// requests, fetches and lag behind the server.
-func observe(now time.Time, server *demoserver.Server, sides []*side, tl *timeline) {
+// requests, fetches and lag behind the server; final is the server's last RV once the
+// writer has stopped, else 0.
+func observe(now time.Time, server *demoserver.Server, final uint64, sides []*side, tl *timeline) {
 	var current uint64
 	if server != nil {
 		current, _ = strconv.ParseUint(server.State().ResourceVersion, 10, 64)
@@ -336,7 +337,7 @@ func observe(now time.Time, server *demoserver.Server, sides []*side, tl *timeli
 		if !ok {
 			continue
 		}
-		s.recovery.observe(now, rv)
+		s.recovery.observe(now, rv, final)
 		if _, ended := s.ended(); server != nil && !ended {
 			point[i].Lag = int64(current - min(rv, current))
 		}
@@ -376,7 +377,7 @@ func settle(ctx context.Context, bound time.Duration, tgt *target, sides []*side
 	for remaining := len(sides); ctx.Err() == nil && remaining > 0; {
 		want, err := tgt.state(ctx)
 		now := time.Now()
-		observe(now, tgt.server, sides, tl)
+		observe(now, tgt.server, final, sides, tl)
 		for i, s := range sides {
 			if done[i] {
 				continue

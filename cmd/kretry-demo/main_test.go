@@ -91,14 +91,18 @@ func TestRecoveryTracker(t *testing.T) {
 	at := time.Unix(100, 0)
 	tr.fault(at, 10)
 	tr.fault(at.Add(time.Second), 20)
-	tr.observe(at.Add(500*time.Millisecond), 9)
-	tr.observe(at.Add(2*time.Second), 15)
+	tr.observe(at.Add(500*time.Millisecond), 10, 0) // caught up when it struck: not yet back
+	tr.observe(at.Add(2*time.Second), 15, 0)
 	got := tr.stats()
 	want := recoveryStats{count: 1, unrecovered: 1, mean: 2 * time.Second, max: 2 * time.Second}
 	if got != want {
 		t.Fatalf("after one recovery: %+v, want %+v", got, want)
 	}
-	tr.observe(at.Add(5*time.Second), 20)
+	tr.observe(at.Add(4*time.Second), 20, 0)
+	if got := tr.stats(); got.count != 1 {
+		t.Fatalf("recovered at the fault's own RV while the writer runs: %+v", got)
+	}
+	tr.observe(at.Add(5*time.Second), 20, 20) // the writer stopped at 20: the final state
 	if got := tr.stats(); got.count != 2 || got.max != 4*time.Second || got.mean != 3*time.Second || got.unrecovered != 0 {
 		t.Fatalf("after both: %+v", got)
 	}

@@ -225,9 +225,10 @@ func (c *seenChanges) missed(changes []uint64) int {
 	return n
 }
 
-// recoveryTracker measures, per fault, how long the client took to see the server's state
-// as of the fault: the time until the client's last seen RV reached the server's RV at
-// the moment of the fault.
+// recoveryTracker measures, per fault, how long the client took to be back in step: the
+// time until it had seen a change made after the fault (an RV above the server's at the
+// moment of the fault), or, once the writer has stopped, the server's final state. A
+// client that was caught up when the fault struck has not recovered by that alone.
 type recoveryTracker struct {
 	mu        sync.Mutex
 	pending   []pendingFault
@@ -245,12 +246,14 @@ func (t *recoveryTracker) fault(at time.Time, rv uint64) {
 	t.pending = append(t.pending, pendingFault{at, rv})
 }
 
-func (t *recoveryTracker) observe(now time.Time, rv uint64) {
+// observe notes that the client has seen rv by now; final is the server's last RV once
+// the writer has stopped, else 0.
+func (t *recoveryTracker) observe(now time.Time, rv, final uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kept := t.pending[:0]
 	for _, p := range t.pending {
-		if rv >= p.rv {
+		if rv > p.rv || final != 0 && rv >= final {
 			t.recovered = append(t.recovered, now.Sub(p.at))
 		} else {
 			kept = append(kept, p)

@@ -98,10 +98,10 @@ func printTable(out io.Writer, res *result) {
 		}
 	}
 	fmt.Fprintln(out, "initial-state fetches: LISTs and watch-lists (sendInitialEvents=true) the server answered 200: each sends the whole collection.")
-	fmt.Fprintln(out, "watches that ended: streams that ended under the caller (client-go, or the raw watcher's channel), not at its own timeout.")
+	fmt.Fprintln(out, "watches that ended: streams that ended under the caller (client-go, or the raw watcher's channel) or brought an ERROR event.")
 	if !res.real {
 		fmt.Fprintln(out, "changes missed: writes during the run the client's handlers or channel never got as an event (a relist folds them into one).")
-		fmt.Fprintln(out, "time to recover: per fault, until the client had seen the server's state as of the fault.")
+		fmt.Fprintln(out, "time to recover: per fault, until the client saw a change made after it (or the final state); never: not by the end.")
 		fmt.Fprintln(out, "compaction (410): the one fault where a relist is the right answer; only the informers get one.")
 	}
 	fmt.Fprintln(out)
