@@ -1,0 +1,46 @@
+// Package metrics exports what kretry does as Prometheus metrics, and
+// reports kretry's retries into client-go's own retry metric.
+//
+// It is a Go module of its own (github.com/kretry/kretry/metrics), so that
+// kretry's core never imports Prometheus: the core only knows the
+// dependency-free [transport.Observer], which [New] implements.
+//
+//	m, err := metrics.New(registerer) // any prometheus.Registerer
+//	if err != nil {
+//		return err
+//	}
+//	cfg.Wrap(transport.Wrapper(transport.Config{
+//		Observer: transport.JoinObservers(m, metrics.ClientGoRetries()),
+//	}))
+//
+// The registerer is whichever registry your process already serves:
+//
+//	ctrlmetrics.Registry            // sigs.k8s.io/controller-runtime/pkg/metrics: a controller-runtime manager's /metrics
+//	legacyregistry.Registerer()     // k8s.io/component-base/metrics/legacyregistry: a Kubernetes component's /metrics
+//	prometheus.DefaultRegisterer    // client_golang's default registry
+//
+// The metrics, all in base units, labelled only from closed, small sets
+// (never a URL, namespace, object name, query or header):
+//
+//	kretry_requests_total{verb,outcome}   attempts sent to the API server, by answer class (2xx 3xx 4xx 429 5xx connection canceled)
+//	kretry_retries_total{verb,reason}     retries of a request's establishment, and watch resumes (verb="watch")
+//	kretry_watch_resumes_total{reason}    reopenings of an established watch stream at its resume point
+//	kretry_giveups_total{verb,reason}     failures kretry stopped retrying and handed over (or ended a watch cleanly on)
+//	kretry_retry_wait_seconds{verb}       how long kretry waited before each retry or resume (histogram)
+//	kretry_budget_refusals_total{verb}    retries the retry budget refused
+//
+// verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
+// error-event, invalid-frame, stall or deadline (give-ups only).
+//
+// [ClientGoRetries] also counts each kretry retry and resume into
+// client-go's k8s.io/client-go/tools/metrics.RequestRetry, the hook behind
+// rest_client_request_retries_total{code,method,host} that controller-runtime
+// and Kubernetes components already register. That counter then mixes
+// client-go's own retries (a GET whose error looks like EOF or a reset, an
+// answer with Retry-After; kretry hides both from client-go while it
+// retries) with kretry's retries and watch resumes, which client-go never
+// sees as requests. Its code label is the HTTP status that led to the
+// retry, or "<error>" where client-go would write it (a connection or
+// stream break); method is GET, host is the API server's host:port, as
+// client-go labels it.
+package metrics
