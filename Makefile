@@ -59,5 +59,7 @@ e2e:
 	@$(MAKE) --no-print-directory apiserver
 	@$(MAKE) --no-print-directory e2e-deps
 	KRETRY_E2E=1 $(GO) test -tags e2e -race -count=1 -timeout 30m ./e2e/...
+	cd examples/controller-runtime && KRETRY_E2E=1 $(GO) test -tags e2e -race -count=1 -timeout 15m ./...
 	@cat .apiserver/e2e-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-proxy-figures.txt 2>/dev/null || true
+	@cat .apiserver/e2e-controller-runtime-figures.txt 2>/dev/null || true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,8 @@ type options struct {
 	metricsAddr string
 	// withoutKretry builds a stock manager, for comparisons.
 	withoutKretry bool
+	// above, if set, wraps the transport above kretry (tests count what client-go sends).
+	above func(http.RoundTripper) http.RoundTripper
 }
 
 // newManager builds a manager on cfg, with kretry under every client it makes, and a
@@ -46,6 +49,9 @@ func newManager(cfg *rest.Config, opts options) (ctrl.Manager, *reconciler, erro
 	cfg = rest.CopyConfig(cfg)
 	if !opts.withoutKretry {
 		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: countRetry})) // the whole adoption
+	}
+	if opts.above != nil {
+		cfg.Wrap(opts.above)
 	}
 	skipNameValidation := true // tests run more than one manager in a process
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
