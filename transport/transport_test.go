@@ -13,6 +13,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -629,3 +630,32 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed atomic.Int32
+}
+
+func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// TestRequestBodyClosed: a retried GET that carries a body (odd, but legal)
+// has it closed, as the RoundTripper contract asks, retried or not.
+func TestRequestBodyClosed(t *testing.T) {
+	for _, path := range []string{listPath, "/api/v1/namespaces/ns/pods?watch=true&resourceVersion=5"} {
+		t.Run(path, func(t *testing.T) {
+			h := newHarness(t, transport.Config{}, fail(io.EOF), listOK)
+			body := &closeCounter{Reader: strings.NewReader("{}")}
+			req := newRequest(t, http.MethodGet, path)
+			req.Body = body
+			resp, err := h.do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if n := body.closed.Load(); n == 0 {
+				t.Error("the request body was never closed")
+			}
+		})
+	}
+}

@@ -3,12 +3,17 @@ package watchretry_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"reflect"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +38,7 @@ const (
 	tornFrame             // events, then half a frame and a cut connection
 	endsAtOnce            // a clean end before any event
 	tooManyRequests       // events, then an ERROR 429 event
+	outage                // events, a cut, then refused connections for longer than the window
 )
 
 // stormServer is a ConfigMap API server that changes one object before
@@ -46,6 +52,9 @@ type stormServer struct {
 	script []fault
 
 	lists, initialWatches, watches int
+	// onOutage starts an outage: connections are refused from now on, for
+	// a while (see refuser).
+	onOutage func()
 }
 
 func newStormServer(t *testing.T, script ...fault) *stormServer {
@@ -129,19 +138,22 @@ func (s *stormServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		body = append(body, event(s.t, jsonStream, watch.Error, errorStatus(500, metav1.StatusReasonInternalError, 0))...)
 	case tooManyRequests:
 		body = append(body, event(s.t, jsonStream, watch.Error, errorStatus(429, metav1.StatusReasonTooManyRequests, 1))...)
-	case tornFrame:
+	case tornFrame, outage:
 		s.mutate()
 		last := s.log[len(s.log)-1]
 		next := event(s.t, jsonStream, last.Type, last.Object.(*corev1.ConfigMap))
 		body = append(body, next[:len(next)/2]...)
 	}
 	s.mu.Unlock()
+	if f == outage {
+		s.onOutage()
+	}
 	w.Header().Set("Content-Type", jsonStream)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 	w.(http.Flusher).Flush()
 	switch f {
-	case tornFrame:
+	case tornFrame, outage:
 		panic(http.ErrAbortHandler) // cut the connection mid-frame
 	case noFault:
 		<-req.Context().Done()
@@ -193,7 +205,11 @@ var storm = []fault{unavailable, internalError, tornFrame, endsAtOnce, tooManyRe
 // a storm until done says so, and returns how many initial-state fetches
 // (LISTs plus sendInitialEvents watches) the server saw by then.
 func runInformer(t *testing.T, wrap func(*rest.Config), done func(cacheMatches, stormSpent bool, fetches int) bool) int {
-	srv := newStormServer(t, storm...)
+	return runInformerThrough(t, newStormServer(t, storm...), wrap, done)
+}
+
+// runInformerThrough is runInformer against srv.
+func runInformerThrough(t *testing.T, srv *stormServer, wrap func(*rest.Config), done func(cacheMatches, stormSpent bool, fetches int) bool) int {
 	httpServer := httptest.NewServer(srv)
 	defer httpServer.Close()
 	cfg := &rest.Config{Host: httpServer.URL}
@@ -253,3 +269,55 @@ func TestInformerRidesOutStorm(t *testing.T) {
 		}
 	})
 }
+
+// refuser is the network below kretry during an outage: while armed, every
+// request fails with a refused connection, as dials to a stopped apiserver do.
+type refuser struct {
+	next    http.RoundTripper
+	refused atomic.Int32 // requests still to refuse
+	total   atomic.Int32
+}
+
+func (r *refuser) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.refused.Add(-1) >= 0 {
+		r.total.Add(1)
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "dial", Net: "tcp",
+			Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	}
+	return r.next.RoundTrip(req)
+}
+
+// TestInformerRidesOutLongOutage: the apiserver goes away for longer than
+// the InternalErrorWindow. kretry's resume gives up, and must do so as a
+// clean end of the stream: client-go then re-watches from its
+// resourceVersion (backing off on the refused connections) instead of
+// relisting. Before the fix the resume's connection error reached the
+// reflector as a decoding error (ERROR 500 ClientWatchDecoding) and it
+// relisted: 2 initial-state fetches.
+func TestInformerRidesOutLongOutage(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	// 0.8+1.6+3.2+6.4+12.8+5.2 = 30s: 7 refused attempts spend the window;
+	// 10 make the outage outlast it, so the caller's re-watch meets the rest.
+	const refusedAttempts = 10
+	srv := newStormServer(t, noFaultThenOutage...)
+	var down *refuser
+	srv.onOutage = func() { down.refused.Store(refusedAttempts) }
+	fetches := runInformerThrough(t, srv, func(cfg *rest.Config) {
+		cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+			down = &refuser{next: next}
+			return down
+		})
+		cfg.Wrap(transport.Wrapper(transport.Config{Clock: clock, Rand: func() float64 { return 0 }}))
+	}, func(cacheMatches, stormSpent bool, _ int) bool {
+		return cacheMatches && stormSpent && down.refused.Load() < 0
+	})
+	if fetches != 1 {
+		t.Fatalf("%d initial-state fetches, want exactly 1: a give-up must not make client-go relist", fetches)
+	}
+	if n := down.total.Load(); n != refusedAttempts {
+		t.Errorf("%d refused attempts, want %d", n, refusedAttempts)
+	}
+}
+
+// noFaultThenOutage: a healthy watch, then the outage on the next one.
+var noFaultThenOutage = []fault{outage, noFault}

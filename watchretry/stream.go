@@ -84,6 +84,7 @@ func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc fra
 	}
 	if params.timeout > 0 {
 		s.deadline = opened.Add(params.timeout)
+		tracker.SetDeadline(s.deadline)
 	}
 	s.attach(resp.Body)
 	tracker.Opened()
@@ -202,9 +203,9 @@ func (s *stream) onFrame(f *frame.Frame) {
 				s.waitFor(decision.Wait, reason, fmt.Sprintf("ERROR event %d", event.Code))
 				return
 			}
-			// Retries spent: end as the cut would have ended without
-			// kretry; client-go re-watches from its resourceVersion
-			// instead of relisting on the ERROR.
+			// Retries spent, or the caller's deadline near: end as the cut
+			// would have ended without kretry; client-go re-watches from its
+			// resourceVersion instead of relisting on the ERROR.
 			s.finish(io.EOF)
 			return
 		}
@@ -234,17 +235,18 @@ func (s *stream) broke(err error, reason, cause string) {
 		s.finish(err)
 		return
 	}
-	s.waitFor(s.tracker.Break().Wait, reason, cause)
-}
-
-// waitFor moves to waiting before a resume, unless the wait would run past
-// the caller's deadline (or end less than a second before it): the watch is
-// then over, and ends now as a clean close.
-func (s *stream) waitFor(wait time.Duration, reason, cause string) {
-	if !s.deadline.IsZero() && s.rt.cfg.Policy.Clock().Now().Add(wait).After(s.deadline.Add(-time.Second)) {
+	decision := s.tracker.Break()
+	if !decision.Retry {
+		// The caller's timeoutSeconds is (all but) over: its watch ends
+		// here, as the server would have ended it.
 		s.finish(io.EOF)
 		return
 	}
+	s.waitFor(decision.Wait, reason, cause)
+}
+
+// waitFor moves to waiting before a resume.
+func (s *stream) waitFor(wait time.Duration, reason, cause string) {
 	s.wait = wait
 	s.state = waiting
 	if s.rt.cfg.OnRetry != nil {

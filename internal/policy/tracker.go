@@ -46,6 +46,9 @@ type Tracker struct {
 	// upSince is when the current stream opened, zero once it failed: a
 	// stream up for a whole window ends the run of failures.
 	upSince time.Time
+	// deadline is when the caller's request ends (a watch's timeoutSeconds);
+	// zero when it set none.
+	deadline time.Time
 	// progressed is set by Progress and cleared by Break: the first
 	// break after progress reopens at once.
 	progressed bool
@@ -54,6 +57,27 @@ type Tracker struct {
 // Decide returns what to do after an attempt ended with o. It is the one
 // place a retry is decided.
 func (t *Tracker) Decide(o Outcome) Decision {
+	return t.beforeDeadline(t.decide(o))
+}
+
+// deadlineMargin is how long before the caller's deadline a wait must end
+// for the attempt after it to be worth making.
+const deadlineMargin = time.Second
+
+// SetDeadline records when the caller's request ends: no wait is chosen that
+// would end less than a second before it (the caller's watch is over by
+// then; waiting would only hold a silent stream open past it).
+func (t *Tracker) SetDeadline(deadline time.Time) { t.deadline = deadline }
+
+// beforeDeadline refuses a retry whose wait would run into the deadline.
+func (t *Tracker) beforeDeadline(d Decision) Decision {
+	if d.Retry && !t.deadline.IsZero() && t.policy.cfg.Clock.Now().Add(d.Wait).After(t.deadline.Add(-deadlineMargin)) {
+		return Decision{}
+	}
+	return d
+}
+
+func (t *Tracker) decide(o Outcome) Decision {
 	cfg := t.policy.cfg
 	now := cfg.Clock.Now()
 	if o.Class != Deliver {
@@ -90,15 +114,16 @@ func (t *Tracker) Decide(o Outcome) Decision {
 // error, or a clean end before its time). Breaks are never bounded and never
 // count towards the InternalError window: an idle watch behind a flaky link
 // legitimately breaks again and again. The first break after progress
-// reopens at once; later ones back off.
+// reopens at once; later ones back off. Only the caller's deadline stops
+// them (see SetDeadline).
 func (t *Tracker) Break() Decision {
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
 	if t.progressed {
 		t.progressed = false
-		return Decision{Retry: true}
+		return t.beforeDeadline(Decision{Retry: true})
 	}
-	return Decision{Retry: true, Wait: t.nextBackoff(now)}
+	return t.beforeDeadline(Decision{Retry: true, Wait: t.nextBackoff(now)})
 }
 
 // Opened records that a watch stream (re)opened with a 200. If it then stays

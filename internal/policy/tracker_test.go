@@ -504,3 +504,36 @@ func TestStreamUpForAWindowMakesTheNextBreakImmediate(t *testing.T) {
 		t.Errorf("break after a stream up for the window waits %v, want an immediate reopen", got)
 	}
 }
+
+func TestDeadline(t *testing.T) {
+	tests := []struct {
+		name    string
+		left    time.Duration // until the deadline
+		outcome *policy.Outcome
+		want    policy.Decision
+	}{
+		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Retry: true, Wait: 800 * time.Millisecond}},
+		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{}},
+		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{}},
+		{"a Retry-After: 10 before it", 12 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Retry: true, Wait: 10 * time.Second}},
+		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{}},
+		{"an immediate reopen with time left", 2 * time.Second, nil, policy.Decision{Retry: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(policy.Config{}, 0)
+			tracker.SetDeadline(clock.Now().Add(tt.left))
+			var got policy.Decision
+			if tt.outcome == nil {
+				got = tracker.Break()
+			} else {
+				got = tracker.Decide(*tt.outcome)
+			}
+			if got != tt.want {
+				t.Errorf("decision %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
