@@ -104,13 +104,20 @@ func runOne(ctx context.Context, sc scenario, kind clientKind, opts options) (re
 	defer stopAll()
 
 	members := make([]*member, opts.clients)
+	var transports []*http.Transport
+	defer func() {
+		stopAll()
+		for _, t := range transports {
+			t.CloseIdleConnections()
+		}
+	}()
 	for i := range members {
 		cfg := &rest.Config{
 			Host:      srv.URL(),
 			QPS:       5, // client-go's defaults, per client as in separate processes
 			Burst:     10,
 			UserAgent: fmt.Sprintf("fleet-%s-%d", kind.name, i),
-			Transport: &http.Transport{MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second},
+			Transport: newTransport(&transports),
 			Timeout:   0,
 		}
 		cfg.ContentType = "application/json"
@@ -270,4 +277,11 @@ func (s *server) snapshot() statsSnapshot {
 		throttled:   s.stats.throttled.Load(),
 		expired:     s.stats.expired.Load(),
 	}
+}
+
+// newTransport is one client's own connection pool, kept for closing.
+func newTransport(all *[]*http.Transport) *http.Transport {
+	t := &http.Transport{MaxIdleConnsPerHost: 25, IdleConnTimeout: 90 * time.Second}
+	*all = append(*all, t)
+	return t
 }

@@ -35,7 +35,7 @@ func run(args []string, stdout io.Writer) error {
 	down := flags.Duration("down", 10*time.Second, "how long the restart scenario's server is down")
 	overload := flags.Duration("overload", 60*time.Second, "how long the overload scenario answers 429")
 	scenarios := flags.String("scenarios", "restart,lbdrop,overload", "scenarios to run, comma-separated: restart, lbdrop, overload")
-	kinds := flags.String("kinds", "client-go,kretry", "clients to run, comma-separated: client-go, kretry")
+	kindList := flags.String("kinds", "client-go,kretry", "clients to run, comma-separated: client-go, kretry")
 	settle := flags.Duration("settle", 40*time.Second, "how long a run may take after its fault for every cache to catch up")
 	out := flags.String("json", "", "write every run's figures and request-rate series to this JSON file")
 	plot := flags.String("plot", "", "draw the restart and lbdrop request rates as a PNG (runs the nested module cmd/kretry-fleet/plot)")
@@ -54,11 +54,9 @@ func run(args []string, stdout io.Writer) error {
 		"lbdrop":   {name: "lbdrop", fault: func(s *server) { s.DropConnections() }},
 		"overload": {name: "overload", fault: func(s *server) { s.Overload(*overload) }},
 	}
-	allKinds := map[string]clientKind{
-		"client-go": {name: "client-go", config: func(*kretryCounters) *transport.Config { return nil }},
-		"kretry": {name: "kretry", config: func(c *kretryCounters) *transport.Config {
-			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }}
-		}},
+	allKinds := map[string]clientKind{}
+	for _, k := range kinds() {
+		allKinds[k.name] = k
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -71,7 +69,7 @@ func run(args []string, stdout io.Writer) error {
 		if !ok {
 			return fmt.Errorf("unknown scenario %q", sn)
 		}
-		for _, kn := range strings.Split(*kinds, ",") {
+		for _, kn := range strings.Split(*kindList, ",") {
 			kind, ok := allKinds[kn]
 			if !ok {
 				return fmt.Errorf("unknown client kind %q", kn)
@@ -165,4 +163,14 @@ func sourceDir() string {
 		return "cmd/kretry-fleet"
 	}
 	return filepath.Dir(file)
+}
+
+// kinds are the clients a run can be made with.
+func kinds() []clientKind {
+	return []clientKind{
+		{name: "client-go", config: func(*kretryCounters) *transport.Config { return nil }},
+		{name: "kretry", config: func(c *kretryCounters) *transport.Config {
+			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }}
+		}},
+	}
 }
