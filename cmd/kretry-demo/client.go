@@ -22,12 +22,21 @@ import (
 type wireCounter struct {
 	next                                 http.RoundTripper
 	requests, fetches, bytes, fetchBytes atomic.Int64
+	name                                 string    // the client's, for the log
+	log                                  io.Writer // with -v: every request and its answer
 }
 
 // RoundTrip counts the request and wraps the response body to count its bytes.
 func (t *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.requests.Add(1)
 	resp, err := t.next.RoundTrip(req)
+	if t.log != nil {
+		answer := fmt.Sprint(err)
+		if err == nil {
+			answer = resp.Status
+		}
+		fmt.Fprintf(t.log, "%s %s: %s %s?%s: %s\n", time.Now().Format("15:04:05.000"), t.name, req.Method, req.URL.Path, req.URL.RawQuery, answer)
+	}
 	if err != nil {
 		return resp, err
 	}

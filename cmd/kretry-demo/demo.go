@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +32,7 @@ type options struct {
 	// kubeconfig, when set, watches a real cluster (read-only, no faults) instead.
 	kubeconfig string
 	namespace  string
-	retryLog   io.Writer // with -v: every kretry retry, as it happens
+	retryLog   io.Writer // with -v: every request on the wire and every kretry retry, as they happen
 }
 
 // faultMix is what each client's own schedule draws from, by weight: the faults of a
@@ -133,6 +132,9 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 		trackers[name] = &recoveryTracker{}
 	}
 	tgt, err := openTarget(opts, out, func(f demoserver.Fault) {
+		if opts.retryLog != nil {
+			fmt.Fprintf(opts.retryLog, "%s %s: fault: %s\n", f.At.Format("15:04:05.000"), f.Client, f.Kind)
+		}
 		if t := trackers[f.Client]; t != nil {
 			t.fault(f.At, f.ResourceVersion)
 			tl.fault(f.At, f.Client, f.Kind.String())
@@ -182,8 +184,8 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	rollouts, compactionAt := opts.schedule()
 	compaction := start.Add(compactionAt)
 	var compactionRV uint64
-	wave := 0 // rollout waves so far
-	var compactPending []*side
+	wave := 0                            // rollout waves so far
+	compactPending := map[*side]uint64{} // informers not compacted yet: the RV each was caught up at
 	sample := time.NewTicker(100 * time.Millisecond)
 	defer sample.Stop()
 	nextLine := start.Add(time.Second)
@@ -199,18 +201,27 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 			if tgt.server != nil && !compaction.IsZero() && !now.Before(compaction) {
 				compaction = time.Time{}
 				compactionRV, _ = strconv.ParseUint(tgt.server.State().ResourceVersion, 10, 64)
-				compactPending = slices.DeleteFunc(slices.Clone(sides), func(s *side) bool { return s.raw })
+				for _, s := range sides {
+					if !s.raw {
+						compactPending[s] = 0
+					}
+				}
 			}
 			// Each informer is compacted once it has caught up with the server as of the
-			// compaction's moment, not while it is still recovering from an earlier fault.
-			compactPending = slices.DeleteFunc(compactPending, func(s *side) bool {
+			// compaction's moment and is getting changes on a live watch again, not while
+			// it recovers from an earlier fault: the compaction would hit the first frame
+			// of a new watch, which client-go takes for a "very short watch", an error.
+			for s, seen := range compactPending {
 				rv, ok := s.lastRV()
-				if ok && rv >= compactionRV {
+				switch {
+				case !ok || rv < compactionRV:
+				case seen != 0 && rv > seen:
 					tgt.server.InjectFault(s.name, demoserver.Compaction)
-					return true
+					delete(compactPending, s)
+				default:
+					compactPending[s] = rv
 				}
-				return false
-			})
+			}
 			observe(now, tgt.server, 0, sides, tl)
 			if !now.Before(nextLine) {
 				nextLine = nextLine.Add(time.Second)

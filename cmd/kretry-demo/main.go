@@ -75,7 +75,7 @@ func main() {
 	plotPath := flag.String("plot", "", "write a PNG timeline here (runs the plotter module in cmd/kretry-demo/plot with the go tool)")
 	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "watch a real cluster with this kubeconfig instead (read-only, no faults)")
 	flag.StringVar(&opts.namespace, "namespace", "", `with --kubeconfig: the namespace to watch ("all" for every one; default the context's)`)
-	verbose := flag.Bool("v", false, "keep client-go's log output, and log kretry's retries")
+	verbose := flag.Bool("v", false, "keep client-go's log output, and log every request on the wire and every kretry retry")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage())
 		flag.PrintDefaults()

@@ -62,7 +62,7 @@ func newSide(name string, cfg *rest.Config, retryLog io.Writer) (*side, *kuberne
 		name:     name,
 		raw:      name == stockRawWatch || name == kretryRawWatch,
 		kretry:   name == kretryInformer || name == kretryRawWatch,
-		wire:     &wireCounter{},
+		wire:     &wireCounter{name: name, log: retryLog},
 		ends:     &watchEnds{},
 		recovery: &recoveryTracker{},
 		seen:     &seenChanges{rvs: map[uint64]bool{}},
