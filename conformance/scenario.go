@@ -59,6 +59,13 @@ const (
 	// streaming list or an RV "0" watch) reaches the caller as the end of the stream after the
 	// whole events before it; reopening the watch would replay the initial state twice.
 	PassThrough
+	// GiveUp: the trouble outlasts what a transport may absorb (a resume answered 401/403 or
+	// another 4xx, refused or 503 past the InternalError window, "200, then ERROR 500"
+	// forever). The caller's watch ends cleanly after the whole events before the break, with
+	// no ERROR event and no error, exactly as the break would have ended it without a
+	// transport: client-go then re-watches from its resourceVersion through its own stack
+	// instead of relisting (which an error or an ERROR 500 would make it do).
+	GiveUp
 )
 
 // RequestKind sorts the requests the replayed server sees.
@@ -187,6 +194,18 @@ func (f Fault) String() string {
 		return "connection reset on " + target
 	}
 	return fmt.Sprintf("FaultKind(%d) on %s", int(f.Kind), target)
+}
+
+// retryable reports whether a correct transport retries what the fault does to a request:
+// connection failures, and 429/5xx answers or ERROR events.
+func (f Fault) retryable() bool {
+	switch f.Kind {
+	case Refused, Reset:
+		return true
+	case Status, ErrorEvent:
+		return retryable(f.Code)
+	}
+	return false
 }
 
 // hits reports whether the fault applies to the nth request of kind.

@@ -173,6 +173,14 @@ func (r *replay) simulate() (expectedWatch, error) {
 			exp.ends = len(frames) > 0 && frames[len(frames)-1].event.Type == "ERROR"
 			return exp, nil
 		}
+		if f.Always && nth > 0 && f.retryable() && (f.Kind != ErrorEvent || f.Frame == 0) {
+			// A resume that never succeeds (an outage, 200 then ERROR 500
+			// forever): the transport gives up when its window is spent, and
+			// ends the stream cleanly after the events before, as the break
+			// would have without it.
+			exp.ends = true
+			return exp, nil
+		}
 		switch f.Kind {
 		case Refused, Reset:
 			continue
@@ -184,8 +192,13 @@ func (r *replay) simulate() (expectedWatch, error) {
 				exp.establishErr = f.Code
 				return exp, nil
 			}
-			exp.events = append(exp.events, Event{Type: "ERROR", Code: f.Code, Reason: string(statusFor(f.Code, r.resource, 0).Reason)})
 			exp.ends = true
+			if f.Code == http.StatusGone {
+				// Only a 410 reaches the caller, as an ERROR event: it must relist.
+				exp.events = append(exp.events, Event{Type: "ERROR", Code: f.Code, Reason: string(statusFor(f.Code, r.resource, 0).Reason)})
+			}
+			// Any other answer to a resume (401/403, 404, ...) ends the stream
+			// cleanly: the caller's own re-watch meets it through its own stack.
 			return exp, nil
 		case Cut, Close, ErrorEvent:
 			if f.Frame > len(frames) || (f.Kind == Cut && f.Frame == len(frames) && f.Into != 0) {
