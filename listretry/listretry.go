@@ -16,12 +16,15 @@ const DefaultBufferSize = 128 << 20
 
 // Config tunes the LIST retries; the zero Config is the recommended one.
 type Config struct {
-	// Policy decides every retry; nil is policy.New(policy.Config{}).
+	// Policy decides every retry and wait. It is set by package transport
+	// from its Config (the policy is internal: outside this module, leave
+	// it nil for the recommended defaults).
 	Policy *policy.Policy
 	// BufferSize bounds the part of a body read before the response is
 	// handed over; default DefaultBufferSize.
 	BufferSize int64
 	// OnRetry, if set, is called before every retry.
+	// Set by package transport, which adapts it to transport.Retry.
 	OnRetry func(policy.Retry)
 }
 

@@ -13,7 +13,7 @@
 // single-object GETs) to package listretry, which retries before and during
 // the body. Everything else (any other method, upgrades, log, exec, attach,
 // port-forward, proxy, paths outside the API) passes through untouched and
-// is never retried. The decisions themselves live in package policy.
+// is never retried. The decisions themselves live in internal/policy.
 //
 // rest.Config.Wrap places kretry below client-go's authentication,
 // user-agent and impersonation wrappers and above TLS, so requests arrive
@@ -22,4 +22,13 @@
 // server sent them; the one exception is Retry-After, removed from an
 // answer kretry gives up on so that client-go's own retries do not
 // multiply kretry's.
+//
+// Giving up never makes things worse than client-go alone. A watch resume
+// that gives up (an apiserver down longer than InternalErrorWindow, a 401 or
+// 403, another 4xx, a 5xx past the window) ends the stream as a clean close
+// after the last whole event, exactly as the cut would have ended it:
+// client-go re-watches from its resourceVersion instead of relisting. Only
+// a 410 Expired is handed over as an ERROR event. A LIST or WATCH that gives
+// up on connection failures returns a *GiveUpError, which client-go does not
+// retry again.
 package transport

@@ -15,7 +15,9 @@ const DefaultMaxInvalidFrames = 3
 
 // Config tunes watch resumption; the zero Config is the recommended one.
 type Config struct {
-	// Policy decides every retry and wait; nil is policy.New(policy.Config{}).
+	// Policy decides every retry and wait. It is set by package transport
+	// from its Config (the policy is internal: outside this module, leave
+	// it nil for the recommended defaults).
 	Policy *policy.Policy
 	// MaxFrameSize bounds one event; default 16 MiB, as client-go.
 	MaxFrameSize int
@@ -26,13 +28,14 @@ type Config struct {
 	// invalid event; default DefaultMaxInvalidFrames.
 	MaxInvalidFrames int
 	// OnRetry, if set, is called before every retry and every resume.
+	// Set by package transport, which adapts it to transport.Retry.
 	OnRetry func(policy.Retry)
 }
 
 // New returns a RoundTripper for WATCH requests: every request it is given
 // must be one (package transport decides). Answers other than a 200 with a
-// JSON or protobuf watch stream are returned as they are; streams of other
-// encodings (e.g. CBOR) pass through without resumption.
+// JSON, protobuf or CBOR (application/cbor-seq) watch stream are returned as
+// they are; streams of other encodings pass through without resumption.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.New(policy.Config{})

@@ -11,8 +11,11 @@
 // Requests is retried until the request's context ends (or an optional
 // cap), waiting what the server asked for. 5xx answers and connection
 // failures are retried for a bounded window measured from the first failure
-// since the last progress.
+// of a run (see [Tracker] for what ends a run), and no wait is chosen that
+// would run into the caller's deadline.
 //
-// Time and randomness are injected ([Clock], Config.Rand), so tests never
-// sleep.
+// The package is internal: what a user sets is transport.Config, and the
+// decision engine is free to change behind it. Time and randomness are
+// injected ([Clock] is client-go's k8s.io/utils/clock; Config.Rand), so
+// tests never sleep.
 package policy
