@@ -4,34 +4,11 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"strconv"
 	"testing"
 
+	"github.com/kretry/kretry/internal/harness/memserver"
 	"github.com/kretry/kretry/listretry"
 )
-
-// bodyServer answers every request with body, as a network body would (no
-// WriterTo shortcut), with or without a Content-Length.
-type bodyServer struct {
-	body    []byte
-	chunked bool
-}
-
-func (s bodyServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp := &http.Response{
-		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(struct{ io.Reader }{bytes.NewReader(s.body)}),
-		ContentLength: int64(len(s.body)),
-		Request:       req,
-	}
-	if s.chunked {
-		resp.ContentLength = -1
-	} else {
-		resp.Header.Set("Content-Length", strconv.Itoa(len(s.body)))
-	}
-	return resp, nil
-}
 
 // BenchmarkListNearBound reads LIST bodies just under and just over an
 // 8 MiB BufferSize the way client-go does (io.ReadAll, Close), and reports
@@ -48,7 +25,7 @@ func BenchmarkListNearBound(b *testing.B) {
 			if chunked {
 				name = size.name + "/chunked"
 			}
-			server := bodyServer{body: bytes.Repeat([]byte("x"), size.n), chunked: chunked}
+			server := memserver.Server{Body: bytes.Repeat([]byte("x"), size.n), Chunked: chunked}
 			rt := listretry.New(server, listretry.Config{BufferSize: bound})
 			b.Run(name, func(b *testing.B) {
 				req, err := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods?limit=0", nil)

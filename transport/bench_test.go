@@ -7,31 +7,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kretry/kretry/internal/harness/memserver"
 	"github.com/kretry/kretry/transport"
 )
-
-// memoryServer answers every request with body, as a network body would
-// (no WriterTo shortcut), with or without a Content-Length.
-type memoryServer struct {
-	body    []byte
-	chunked bool
-}
-
-func (s memoryServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp := &http.Response{
-		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(struct{ io.Reader }{bytes.NewReader(s.body)}),
-		ContentLength: int64(len(s.body)),
-		Request:       req,
-	}
-	if s.chunked {
-		resp.ContentLength = -1
-	} else {
-		resp.Header.Set("Content-Length", strconv.Itoa(len(s.body)))
-	}
-	return resp, nil
-}
 
 // tenMiBList is a PodList of about 10 MiB.
 func tenMiBList() []byte {
@@ -58,7 +36,7 @@ func BenchmarkList10MiB(b *testing.B) {
 		name    string
 		chunked bool
 	}{{"", false}, {"chunked", true}} {
-		server := memoryServer{body: body, chunked: variant.chunked}
+		server := memserver.Server{Body: body, Chunked: variant.chunked}
 		for _, rt := range []struct {
 			name string
 			rt   http.RoundTripper

@@ -308,18 +308,25 @@ func waitingOn(clock *clocktesting.FakeClock) {
 	}
 }
 
-// TestContextCancelDuringWait runs on client-go's own fake clock: a wait
-// kretry starts is one its users can hold open and step through.
-func TestContextCancelDuringWait(t *testing.T) {
-	clock := clocktesting.NewFakeClock(epoch)
-	h := newHarness(t, transport.Config{Clock: clock}, statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "30"))
+// cancelledWhileWaiting sends a LIST whose context is cancelled as soon as
+// kretry starts a wait on clock.
+func cancelledWhileWaiting(t *testing.T, h *harness, clock *clocktesting.FakeClock) (*http.Response, error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		waitingOn(clock)
 		cancel()
 	}()
-	resp, err := h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
+	return h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
+}
+
+// TestContextCancelDuringWait runs on client-go's own fake clock: a wait
+// kretry starts is one its users can hold open and step through.
+func TestContextCancelDuringWait(t *testing.T) {
+	clock := clocktesting.NewFakeClock(epoch)
+	h := newHarness(t, transport.Config{Clock: clock}, statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "30"))
+	resp, err := cancelledWhileWaiting(t, h, clock)
 	if resp != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("RoundTrip = %v, %v; want context.Canceled", resp, err)
 	}
@@ -375,13 +382,7 @@ func TestTooManyRequestsWaitCutByContext(t *testing.T) {
 	clock := clocktesting.NewFakeClock(epoch)
 	answer := statusAnswer(429, metav1.StatusReasonTooManyRequests, "storage is (re)initializing", &metav1.StatusDetails{RetryAfterSeconds: 30}, "Retry-After", "30")
 	h := newHarness(t, transport.Config{Clock: clock}, answer)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		waitingOn(clock)
-		cancel()
-	}()
-	resp, err := h.do(newRequest(t, http.MethodGet, listPath).WithContext(ctx))
+	resp, err := cancelledWhileWaiting(t, h, clock)
 	if err != nil {
 		t.Fatalf("RoundTrip: %v, want the 429", err)
 	}
