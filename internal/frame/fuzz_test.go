@@ -24,7 +24,8 @@ func FuzzScanCBOR(f *testing.F)     { fuzzScan(f, CBOR) }
 // fuzzScan checks, for any input, that the Scanner agrees with client-go's
 // decoders (compareWithOracle: same frames, same types, RVs and Status
 // fields, errors at the same place) and that how the input is cut into reads
-// does not change anything it returns.
+// does not change anything it returns, read into the Scanner's buffer or
+// scanned in place in caller's slices of random sizes (checkInPlace).
 func fuzzScan(f *testing.F, enc Encoding) {
 	for _, seed := range seedStreams(f, enc) {
 		f.Add(seed)
@@ -44,6 +45,7 @@ func fuzzScan(f *testing.F, enc Encoding) {
 				t.Fatalf("reads of another size change the result:\n%s\nvs\n%s", got, whole)
 			}
 		}
+		checkInPlace(t, stream, enc, whole)
 	})
 }
 

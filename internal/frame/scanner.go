@@ -37,6 +37,9 @@ type Scanner struct {
 	json  jsonScanner
 	proto protoScanner
 	cbor  cborScanner
+
+	lent     lent // set between Lend and Return
+	needMore bool // a lent buffer ran out: Next returns ErrNeedMore
 }
 
 // NewScanner returns a Scanner that reads frames of the given encoding from r.
@@ -58,6 +61,10 @@ func (s *Scanner) Reset(r io.Reader) {
 	s.r = r
 	s.start, s.end, s.offset, s.returned = 0, 0, 0, 0
 	s.readErr, s.err, s.trailing = nil, nil, nil
+	if s.lent.active {
+		s.buf, s.lent = s.lent.own, lent{}
+	}
+	s.needMore = false
 	s.json.reset()
 	s.proto.reset()
 	s.cbor.reset()
@@ -83,15 +90,27 @@ func (s *Scanner) Next() (Frame, error) {
 	}
 	s.consume(s.returned)
 	s.returned = 0
+	var f Frame
+	var err error
 	switch s.encoding {
 	case JSON:
-		return s.nextJSON()
+		f, err = s.nextJSON()
 	case Protobuf:
-		return s.nextProtobuf()
+		f, err = s.nextProtobuf()
 	case CBOR:
-		return s.nextCBOR()
+		f, err = s.nextCBOR()
+	default:
+		return Frame{}, s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
 	}
-	return Frame{}, s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
+	if s.lent.active {
+		if s.needMore {
+			// Not an end: the bytes stay held, and Next reads on after Return.
+			s.needMore, s.err, s.trailing = false, nil, nil
+			return Frame{}, ErrNeedMore
+		}
+		s.lent.delivered = s.lent.delivered || err == nil
+	}
+	return f, err
 }
 
 // Trailing returns the separator bytes (JSON whitespace) read after the last
@@ -105,7 +124,7 @@ func (s *Scanner) Trailing() []byte { return s.trailing }
 func (s *Scanner) consume(n int) {
 	s.start += n
 	s.offset += int64(n)
-	if s.start == s.end {
+	if s.start == s.end && !s.lent.active {
 		s.start, s.end = 0, 0
 	}
 }
@@ -118,6 +137,9 @@ func (s *Scanner) fill() bool {
 	if s.readErr != nil {
 		return false
 	}
+	if s.lent.active {
+		return s.lentFill()
+	}
 	if s.end == len(s.buf) {
 		buffered := s.end - s.start
 		if s.start > 0 && buffered <= len(s.buf)/2 {
@@ -129,6 +151,11 @@ func (s *Scanner) fill() bool {
 		}
 		s.start, s.end = 0, buffered
 	}
+	return s.read()
+}
+
+// read reads from r once into the free end of the buffer.
+func (s *Scanner) read() bool {
 	for range maxEmptyReads {
 		n, err := s.r.Read(s.buf[s.end:])
 		s.end += n
