@@ -105,6 +105,9 @@ func (s *stream) Read(p []byte) (int, error) {
 		if s.state == done {
 			return 0, s.err
 		}
+		if n, ok := s.readInPlace(p); ok {
+			return n, nil
+		}
 		s.step()
 	}
 	n := copy(p, s.pending)
@@ -152,6 +155,11 @@ func (s *stream) readFrame() {
 		s.onFrame(&f)
 		return
 	}
+	s.onScanError(err)
+}
+
+// onScanError decides what an error from the scanner means for the stream.
+func (s *stream) onScanError(err error) {
 	// Separators read after the last whole frame are the caller's, whatever
 	// the error; a torn frame's own bytes are not.
 	s.pending = s.scanner.Trailing()

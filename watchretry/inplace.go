@@ -1,0 +1,53 @@
+package watchretry
+
+import (
+	"errors"
+
+	"github.com/kretry/kretry/internal/frame"
+)
+
+// minInPlace is the smallest caller's slice scanned in place. Below it a
+// whole frame rarely fits, and a read that finds none costs a read from the
+// connection more than the buffered path would.
+const minInPlace = 4 << 10
+
+// readInPlace is Read's fast path: it reads from the connection straight
+// into p, after the held-back tail of a frame that an earlier read tore,
+// scans p in place and hands the caller the prefix that ends on the last
+// whole frame delivered. Only the tail of a frame not yet whole is copied,
+// back into the scanner's buffer, for the next read. Every frame goes
+// through onFrame exactly as on the buffered path, so the contract is the
+// same: only whole frames, the resume point moves on whole valid frames,
+// and a frame the stream does not deliver (an absorbed ERROR event) ends
+// the prefix.
+//
+// It reports false when it delivered nothing (p too small for the held
+// bytes or the next frame, or a state that reads no frames): the caller
+// then takes the buffered path, which picks up whatever was read into p.
+func (s *stream) readInPlace(p []byte) (int, bool) {
+	if len(p) < minInPlace || (s.state != streaming && s.state != draining) || !s.scanner.Lend(p) {
+		return 0, false
+	}
+	for s.state == streaming || s.state == draining {
+		f, err := s.scanner.Next()
+		if errors.Is(err, frame.ErrNeedMore) {
+			break
+		}
+		if err != nil {
+			n := s.scanner.Return()
+			s.onScanError(err)
+			// The separators after the last whole frame (Trailing) follow
+			// it in p: they are the caller's along with it.
+			n += len(s.pending)
+			s.pending = nil
+			return n, n > 0
+		}
+		s.onFrame(&f)
+		if len(s.pending) == 0 {
+			break // not delivered: the stream breaks or ends here
+		}
+		s.pending = nil // f.Raw is in p, right after the frames before it
+	}
+	n := s.scanner.Return()
+	return n, n > 0
+}

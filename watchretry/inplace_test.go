@@ -1,0 +1,170 @@
+package watchretry_test
+
+import (
+	"bytes"
+	"errors"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jarcoal/httpmock"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/watchretry"
+)
+
+func FuzzResumeJSON(f *testing.F)     { fuzzResume(f, jsonStream) }
+func FuzzResumeProtobuf(f *testing.F) { fuzzResume(f, protoStream) }
+
+// fuzzResume drives the resuming body with reads of random sizes (many of
+// them large enough for the in-place path, some not) over a server whose
+// responses arrive in reads of random sizes and are cut at random points,
+// a few times, before the whole history arrives. The caller's bytes must be
+// the server's history, every event exactly once and in order, whole.
+func fuzzResume(f *testing.F, ct string) {
+	for _, seed := range []string{"", "a", "cut", "in place", "0123456789abcdef"} {
+		f.Add([]byte(seed))
+	}
+	events, rvs := resumeHistory(f, ct)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h := fnv.New64a()
+		h.Write(data)
+		rng := rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))))
+		got := readResumed(t, ct, events, rvs, rng)
+		want := bytes.Join(events, nil)
+		if ct == jsonStream {
+			// A cut between an event's closing brace and its newline leaves
+			// the newline out: the event was whole without it.
+			got, want = bytes.ReplaceAll(got, []byte("\n"), nil), bytes.ReplaceAll(want, []byte("\n"), nil)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("the caller read %d bytes, not the history's %d:\n%q\nwant\n%q", len(got), len(want), head(got), head(want))
+		}
+	})
+}
+
+// TestResumeInPlace is the fuzz targets' property over a fixed set of
+// random sources, so that `go test` walks it every time.
+func TestResumeInPlace(t *testing.T) {
+	for _, ct := range encodings {
+		t.Run(ct, func(t *testing.T) {
+			events, rvs := resumeHistory(t, ct)
+			for seed := range uint64(200) {
+				got := readResumed(t, ct, events, rvs, rand.New(rand.NewPCG(seed, 1)))
+				want := bytes.Join(events, nil)
+				if ct == jsonStream {
+					got, want = bytes.ReplaceAll(got, []byte("\n"), nil), bytes.ReplaceAll(want, []byte("\n"), nil)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("seed %d: the caller read %d bytes, not the history's %d", seed, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+func head(b []byte) []byte { return b[:min(len(b), 300)] }
+
+// resumeHistory is eight events of very different sizes, at RVs 101..108.
+func resumeHistory(t testing.TB, ct string) (events [][]byte, rvs []int) {
+	for i, size := range []int{50, 3000, 200, 9000, 10, 1500, 5000, 100} {
+		rv := 101 + i
+		cm := configMap("a", strconv.Itoa(rv))
+		cm.Data["blob"] = strings.Repeat("x", size)
+		typ := watch.Modified
+		if i == 0 {
+			typ = watch.Added
+		}
+		events = append(events, event(t, ct, typ, cm))
+		rvs = append(rvs, rv)
+	}
+	return events, rvs
+}
+
+// readResumed reads a watch at RV 100 to its end through watchretry: up to
+// three responses are cut (with an error or an early clean end) at random
+// points, the next one brings the rest of the history and ends early, and
+// the resume after it is refused with 403, which ends the stream cleanly.
+func readResumed(t *testing.T, ct string, events [][]byte, rvs []int, rng *rand.Rand) []byte {
+	t.Helper()
+	var mu sync.Mutex // responses are made on the reading goroutine; the lock is for -race's peace of mind
+	cuts := rng.IntN(4)
+	mock := httpmock.NewMockTransport()
+	mock.RegisterNoResponder(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		from, err := strconv.Atoi(req.URL.Query().Get("resourceVersion"))
+		if err != nil {
+			t.Errorf("resume without a resourceVersion: %s", req.URL)
+		}
+		if from >= rvs[len(rvs)-1] {
+			return &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{}`))}, nil
+		}
+		var body []byte
+		for i, rv := range rvs {
+			if rv > from {
+				body = append(body, events[i]...)
+			}
+		}
+		end := error(io.EOF)
+		if cuts > 0 {
+			cuts--
+			body = body[:rng.IntN(len(body)+1)]
+			if rng.IntN(2) == 0 {
+				end = io.ErrUnexpectedEOF
+			}
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {ct}},
+			Body: io.NopCloser(&chunkedBody{data: body, end: end, rng: rand.New(rand.NewPCG(rng.Uint64(), 2))})}, nil
+	})
+	clock := fakeclock.New(epoch)
+	rt := watchretry.New(mock, watchretry.Config{Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})})
+	req, err := http.NewRequest(http.MethodGet, "http://kretry.test/api/v1/namespaces/demo/configmaps?watch=true&resourceVersion=100", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []byte
+	for {
+		size := 1 + rng.IntN(24<<10)
+		if rng.IntN(4) == 0 {
+			size = 1 + rng.IntN(64)
+		}
+		p := make([]byte, size)
+		n, err := resp.Body.Read(p)
+		got = append(got, p[:n]...)
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	}
+}
+
+// chunkedBody returns data in reads of random sizes, then end.
+type chunkedBody struct {
+	data []byte
+	end  error
+	rng  *rand.Rand
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, b.end
+	}
+	n := copy(p[:min(len(p), 1+b.rng.IntN(len(b.data)))], b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
