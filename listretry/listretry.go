@@ -23,9 +23,9 @@ type Config struct {
 	// BufferSize bounds the part of a body read before the response is
 	// handed over; default DefaultBufferSize.
 	BufferSize int64
-	// OnRetry, if set, is called before every retry.
-	// Set by package transport, which adapts it to transport.Retry.
-	OnRetry func(policy.Retry)
+	// Hooks are told about every attempt, retry and give-up. Set by
+	// package transport, which adapts them to its Observer and logs.
+	Hooks policy.Hooks
 }
 
 // New returns a RoundTripper that retries every request it is given, which
@@ -39,7 +39,7 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		cfg.BufferSize = DefaultBufferSize
 	}
 	return &roundTripper{
-		client:     &establish.Client{Next: next, Policy: cfg.Policy, OnRetry: cfg.OnRetry},
+		client:     &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
 		policy:     cfg.Policy,
 		bufferSize: cfg.BufferSize,
 	}

@@ -57,6 +57,14 @@ type Config struct {
 	// resume, for metrics and logs. Requests call it from their own
 	// goroutines, so it may run concurrently; it must not block.
 	OnRetry func(Retry)
+	// Observer, if set, is told about every attempt, retry, watch resume,
+	// give-up and budget refusal, for metrics: package
+	// github.com/kretry/kretry/metrics implements it with Prometheus
+	// collectors. Default none, at no cost.
+	Observer Observer
+	// RetryBudget bounds the load this transport's retries add to the API
+	// server; the zero RetryBudget is the default budget (see its doc).
+	RetryBudget RetryBudget
 	// Clock is the time source of every decision and wait; default the
 	// wall clock. It is client-go's clock abstraction, so tests can pass
 	// k8s.io/utils/clock/testing.NewFakeClock(...). It must be safe for
@@ -98,6 +106,39 @@ type Retry struct {
 	ResourceVersion string
 }
 
+// RetryBudget sizes the retry budget all the requests of one transport
+// share, in Finagle's shape: retries may add Ratio times the requests of the
+// last Window, plus MinPerSecond retries a second whatever the traffic. The
+// zero RetryBudget is the default, on: 20% of the last 10s of requests plus
+// 10 retries a second (one informer's watch always gets its retries; a
+// thousand LISTs failing at once get about 300 retries in 10s, not 1000
+// each). A retry beyond it goes to the caller at once as a give-up,
+// counted by the Observer as a budget refusal.
+//
+// What never spends it: a 429 whose Retry-After names a wait (the server is
+// pacing its clients; that wait is honoured), and a watch resume after its
+// stream broke or ended early. A resume replaces the re-watch from the same
+// resourceVersion that client-go's reflector makes as soon as a stream ends,
+// so refusing it would save the server no request, only hand it to
+// client-go, which costs a LIST when the reflector cannot resume; the
+// kretry-fleet run agrees (BENCHMARKS.md: after an LB drop at N=1,000
+// kretry's resumes sent the server 1,000 requests, as many as stock
+// client-go's re-watches). The retries of a reopening (a 503, a refused connection) do
+// spend it, like any other retry.
+type RetryBudget struct {
+	// Ratio is the share of the window's requests that retries may add;
+	// default 0.2.
+	Ratio float64
+	// MinPerSecond is the floor, in retries a second; default 10.
+	MinPerSecond float64
+	// Window is how far back requests and retries count; default 10s
+	// (bounded like the windows).
+	Window time.Duration
+	// Disabled turns the budget off: every retry the other rules allow
+	// is made.
+	Disabled bool
+}
+
 // maxStallTimeout bounds StallTimeout like the windows.
 const maxStallTimeout = policy.MaxWindowBound
 
@@ -111,17 +152,13 @@ func (c Config) policy() *policy.Policy {
 		TooManyRequestsWindow: c.TooManyRequestsWindow,
 		Clock:                 c.Clock,
 		Rand:                  c.Rand,
+		Budget: policy.BudgetConfig{
+			Ratio:        c.RetryBudget.Ratio,
+			MinPerSecond: c.RetryBudget.MinPerSecond,
+			Window:       c.RetryBudget.Window,
+			Disabled:     c.RetryBudget.Disabled,
+		},
 	})
-}
-
-// onRetry adapts OnRetry to the events the retry loops report.
-func (c Config) onRetry() func(policy.Retry) {
-	if c.OnRetry == nil {
-		return nil
-	}
-	return func(r policy.Retry) {
-		c.OnRetry(Retry{Path: r.Path, Reason: Reason(r.Reason), Cause: r.Cause, Wait: r.Wait, ResourceVersion: r.ResourceVersion})
-	}
 }
 
 // stallTimeout is StallTimeout with its bound applied: off when out of it.

@@ -16,17 +16,15 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		next:      next,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
-		list: listretry.New(next, listretry.Config{
-			Policy:     p,
-			BufferSize: cfg.ListBufferSize,
-			OnRetry:    cfg.onRetry(),
-		}),
+		list:      listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbList)}),
+		// The same LIST retries, reported as gets.
+		get: listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbGet)}),
 		watch: watchretry.New(next, watchretry.Config{
 			Policy:           p,
 			MaxFrameSize:     cfg.MaxFrameSize,
 			StallTimeout:     cfg.stallTimeout(),
 			MaxInvalidFrames: cfg.MaxInvalidFrames,
-			OnRetry:          cfg.onRetry(),
+			Hooks:            cfg.hooks(VerbWatch),
 		}),
 	}
 }
@@ -44,6 +42,7 @@ type roundTripper struct {
 	apiPrefix string
 	retryGets bool
 	list      http.RoundTripper
+	get       http.RoundTripper
 	watch     http.RoundTripper
 }
 
@@ -56,7 +55,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return done(t.list.RoundTrip(req))
 	case kindGet:
 		if t.retryGets {
-			return done(t.list.RoundTrip(req))
+			return done(t.get.RoundTrip(req))
 		}
 	}
 	return t.next.RoundTrip(req)

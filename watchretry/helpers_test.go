@@ -256,11 +256,11 @@ func newHarness(t testing.TB, srv *server, tune func(*watchretry.Config)) *harne
 	h := &harness{server: srv, clock: fakeclock.New(epoch)}
 	cfg := watchretry.Config{
 		Policy: policy.New(policy.Config{Clock: h.clock, Rand: func() float64 { return 0.5 }}),
-		OnRetry: func(r policy.Retry) {
+		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
 			h.mu.Lock()
 			h.retries = append(h.retries, r)
 			h.mu.Unlock()
-		},
+		}},
 	}
 	if tune != nil {
 		tune(&cfg)

@@ -67,6 +67,7 @@ type stream struct {
 	err     error
 	point   *resumePoint
 	invalid int // invalid frames since the resume point last moved
+	run     failureRun
 }
 
 func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, opened time.Time) *stream {
@@ -177,6 +178,7 @@ func (s *stream) onScanError(err error) {
 		s.finish(err)
 	case errors.As(err, &invalid):
 		if s.invalid++; s.invalid > s.rt.cfg.MaxInvalidFrames {
+			s.gaveUp(policy.ReasonInvalidFrame, false)
 			s.finish(err)
 			return
 		}
@@ -203,17 +205,20 @@ func (s *stream) onFrame(f *frame.Frame) {
 			outcome := policy.Outcome{Class: class}
 			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
 			s.closeBody()
-			if decision := s.tracker.Decide(outcome); decision.Retry {
-				reason := policy.ReasonErrorEvent
-				if class == policy.TooManyRequests {
-					reason = policy.ReasonTooManyRequests
-				}
-				s.waitFor(decision.Wait, reason, fmt.Sprintf("ERROR event %d", event.Code))
+			reason := policy.ReasonErrorEvent
+			if class == policy.TooManyRequests {
+				reason = policy.ReasonTooManyRequests
+			}
+			decision := s.tracker.Decide(outcome)
+			if decision.Retry {
+				s.waitFor(decision.Wait, reason, int(event.Code), fmt.Sprintf("ERROR event %d", event.Code))
 				return
 			}
-			// Retries spent, or the caller's deadline near: end as the cut
-			// would have ended without kretry; client-go re-watches from its
-			// resourceVersion instead of relisting on the ERROR.
+			// Retries spent, refused by the budget, or the caller's deadline
+			// near: end as the cut would have ended without kretry;
+			// client-go re-watches from its resourceVersion instead of
+			// relisting on the ERROR.
+			s.gaveUp(decision.Reason(reason), decision.Stopped == policy.StoppedByBudget)
 			s.finish(io.EOF)
 			return
 		}
@@ -231,7 +236,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 	// it progress, a server that sends one and closes would be reopened
 	// at once, again and again.
 	if moved || event.Type != frame.Bookmark {
-		s.tracker.Progress()
+		s.progress()
 	}
 }
 
@@ -247,25 +252,19 @@ func (s *stream) broke(err error, reason, cause string) {
 	if !decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
 		// here, as the server would have ended it.
+		s.gaveUp(decision.Reason(reason), false)
 		s.finish(io.EOF)
 		return
 	}
-	s.waitFor(decision.Wait, reason, cause)
+	s.waitFor(decision.Wait, reason, 0, cause)
 }
 
-// waitFor moves to waiting before a resume.
-func (s *stream) waitFor(wait time.Duration, reason, cause string) {
+// waitFor moves to waiting before a resume; code is the ERROR event's, or
+// 0 for a break.
+func (s *stream) waitFor(wait time.Duration, reason string, code int, cause string) {
 	s.wait = wait
 	s.state = waiting
-	if s.rt.cfg.OnRetry != nil {
-		s.rt.cfg.OnRetry(policy.Retry{
-			Path:            s.orig.URL.Path,
-			Reason:          reason,
-			Cause:           cause,
-			Wait:            wait,
-			ResourceVersion: string(s.point.rv),
-		})
-	}
+	s.retried(reason, code, cause, wait)
 }
 
 // resume reopens the watch at the resume point with what remains of the
@@ -275,12 +274,14 @@ func (s *stream) resume() {
 	if s.params.timeout > 0 {
 		remaining = s.deadline.Sub(s.rt.cfg.Policy.Clock().Now())
 		if remaining < time.Second {
+			s.gaveUp(policy.ReasonDeadline, false)
 			s.finish(io.EOF) // the caller's watch is over
 			return
 		}
 	}
 	req := resumeRequest(s.ctx, s.orig, string(s.point.rv), remaining)
-	resp, err := s.rt.client.Do(req, s.tracker, nil)
+	resp, attempts, err := s.rt.client.Resume(req, s.tracker, string(s.point.rv))
+	s.run.attempts += attempts
 	switch {
 	case err != nil:
 		// Retries spent (or the caller gone): a clean close after the last

@@ -27,9 +27,9 @@ type Config struct {
 	// MaxInvalidFrames bounds resumes at one resourceVersion after an
 	// invalid event; default DefaultMaxInvalidFrames.
 	MaxInvalidFrames int
-	// OnRetry, if set, is called before every retry and every resume.
-	// Set by package transport, which adapts it to transport.Retry.
-	OnRetry func(policy.Retry)
+	// Hooks are told about every attempt, retry, resume and give-up. Set
+	// by package transport, which adapts them to its Observer and logs.
+	Hooks policy.Hooks
 }
 
 // New returns a RoundTripper for WATCH requests: every request it is given
@@ -47,7 +47,7 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		cfg.MaxInvalidFrames = DefaultMaxInvalidFrames
 	}
 	return &roundTripper{
-		client: &establish.Client{Next: next, Policy: cfg.Policy, OnRetry: cfg.OnRetry},
+		client: &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
 		cfg:    cfg,
 	}
 }

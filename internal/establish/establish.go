@@ -27,8 +27,9 @@ type Client struct {
 	Next http.RoundTripper
 	// Policy decides and its Clock waits.
 	Policy *policy.Policy
-	// OnRetry, if set, is told about every retry before its wait.
-	OnRetry func(policy.Retry)
+	// Hooks are told about every attempt, every retry before its wait,
+	// and every give-up.
+	Hooks policy.Hooks
 }
 
 // Do sends req until an answer the caller should see arrives, and returns
@@ -47,10 +48,29 @@ type Client struct {
 // context's error, or, if the wait was for a 429, that 429's answer.
 // req itself is never modified.
 func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
+	return c.do(req, tracker, handle, nil, nil)
+}
+
+// Resume is Do for the reopening of an established watch at
+// resourceVersion: its attempts, retries and give-ups are reported as a
+// resume's. It also returns how many requests it sent.
+func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, resourceVersion string) (*http.Response, int, error) {
+	var attempts int
+	resp, err := c.do(req, tracker, nil, &resourceVersion, &attempts)
+	return resp, attempts, err
+}
+
+// do is Do; resume is the resume point of a watch reopening, else nil, and
+// attempts, if set, gets the number of requests sent.
+func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *string, attempts *int) (*http.Response, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
-	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, start: c.Policy.Clock().Now()}
+	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
+		handled: handle != nil, start: c.Policy.Clock().Now()}
+	if resume != nil {
+		loop.resume, loop.resourceVersion = true, *resume
+	}
 	retryable := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Transport: loop,
@@ -78,6 +98,9 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 		retryableReq.SetResponseHandler(handle)
 	}
 	resp, err := retryable.Do(retryableReq)
+	if attempts != nil {
+		*attempts = loop.attempts
+	}
 	switch {
 	case err == nil:
 		return resp, nil
@@ -99,9 +122,17 @@ type loop struct {
 	tracker *policy.Tracker
 	ctx     context.Context
 	path    string
+	host    string
 	start   time.Time
-	// attempts counts the requests sent.
-	attempts int
+	// handled is set when a response handler runs on delivered answers.
+	handled bool
+	// resume and resourceVersion mark the reopening of an established
+	// watch at its resume point, for the hooks.
+	resume          bool
+	resourceVersion string
+	// attempts counts the requests sent, observed those reported to
+	// Hooks.Attempt.
+	attempts, observed int
 	// gaveUp is set when the policy declined to retry a connection failure
 	// or a broken body it would otherwise retry.
 	gaveUp bool
@@ -154,14 +185,28 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	}
 	l.roundTripErr = nil
 	if ctxErr := ctx.Err(); ctxErr != nil {
+		l.attempted(0, true)
 		return false, ctxErr
 	}
 	if err == nil && resp != nil && resp == l.decided {
+		l.attempted(resp.StatusCode, false)
 		return false, l.verdict
 	}
 	outcome, cause := l.outcome(resp, err)
 	decision := l.tracker.Decide(outcome)
+	code := 0 // no whole answer: none arrived, or its body broke
+	if err == nil && resp != nil {
+		code = resp.StatusCode
+	}
+	// A delivered answer goes through the response handler first, which
+	// may yet find its body broken: checkRetry is asked again then.
+	if decision.Retry || outcome.Class != policy.Deliver || err != nil || !l.handled {
+		l.attempted(code, false)
+	}
 	if !decision.Retry {
+		if outcome.Class != policy.Deliver {
+			l.gaveUpOn(reason(resp, err, outcome.Class), decision)
+		}
 		switch {
 		case err != nil:
 			l.gaveUp = outcome.Class != policy.Deliver
@@ -177,13 +222,41 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	if resp != nil && outcome.Class == policy.TooManyRequests {
 		l.throttled = saveAnswer(resp)
 	}
-	if l.client.OnRetry != nil {
-		l.client.OnRetry(policy.Retry{Path: l.path, Reason: reason(resp, err, outcome.Class), Cause: cause, Wait: decision.Wait})
+	if hook := l.client.Hooks.Retry; hook != nil {
+		hook(l.ctx, policy.Retry{
+			Path: l.path, Host: l.host, Code: code, Reason: reason(resp, err, outcome.Class), Cause: cause,
+			Wait: decision.Wait, Resume: l.resume, Attempts: l.attempts, Elapsed: l.client.Policy.Clock().Since(l.start),
+			ResourceVersion: l.resourceVersion,
+		})
 	}
 	return true, nil
 }
 
-// reason names why an attempt is retried, for OnRetry.
+// attempted reports the attempt in flight to Hooks.Attempt, once.
+func (l *loop) attempted(code int, canceled bool) {
+	if l.observed == l.attempts {
+		return
+	}
+	l.observed = l.attempts
+	if hook := l.client.Hooks.Attempt; hook != nil {
+		hook(l.ctx, policy.Attempt{
+			Path: l.path, Host: l.host, Code: code, Canceled: canceled,
+			Number: l.attempts, Resume: l.resume, ResourceVersion: l.resourceVersion,
+		})
+	}
+}
+
+// gaveUpOn reports a retryable failure of reason that decision stopped.
+func (l *loop) gaveUpOn(reason string, decision policy.Decision) {
+	if hook := l.client.Hooks.GiveUp; hook != nil {
+		hook(l.ctx, policy.GiveUp{
+			Path: l.path, Host: l.host, Reason: decision.Reason(reason), BudgetRefused: decision.Stopped == policy.StoppedByBudget,
+			Attempts: l.attempts, Elapsed: l.client.Policy.Clock().Since(l.start), Resume: l.resume, ResourceVersion: l.resourceVersion,
+		})
+	}
+}
+
+// reason names why an attempt is retried or given up on, for the hooks.
 func reason(resp *http.Response, err error, class policy.Class) string {
 	switch {
 	case class == policy.TooManyRequests:

@@ -1,6 +1,7 @@
 package establish_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,9 +34,9 @@ func ExampleClient_Do() {
 	client := &establish.Client{
 		Next:   next,
 		Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }}),
-		OnRetry: func(r policy.Retry) {
+		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
 			fmt.Printf("retry %s after %s: wait %s\n", r.Path, r.Cause, r.Wait)
-		},
+		}},
 	}
 
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", nil)

@@ -59,3 +59,55 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideSpendsTheBudget walks the budget as Decide and Break use it: a
+// burst of failures beyond it is refused, a server-paced 429 never is, and
+// breaks of an established watch never spend it.
+func TestDecideSpendsTheBudget(t *testing.T) {
+	tiny := policy.BudgetConfig{Ratio: 0.5, MinPerSecond: 0.25, Window: 4 * time.Second} // floor: 1 retry per window
+	tests := []struct {
+		name     string
+		budget   policy.BudgetConfig
+		requests int // trackers started before the decisions
+		decide   func(*policy.Tracker) policy.Decision
+		want     []policy.Stop // one decision per entry; NotStopped = retried
+	}{
+		{"5xx beyond the floor is refused", tiny, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(serverError) },
+			[]policy.Stop{policy.NotStopped, policy.StoppedByBudget, policy.StoppedByBudget}},
+		{"requests earn retries", tiny, 5, // 1 + 0.5*5 = 3.5
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(serverError) },
+			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.StoppedByBudget}},
+		{"a 429 without Retry-After spends", tiny, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(throttled) },
+			[]policy.Stop{policy.NotStopped, policy.StoppedByBudget}},
+		{"a 429 with Retry-After is honoured, never refused", tiny, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(withRetryAfter(throttled, 2*time.Second)) },
+			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.NotStopped}},
+		{"a 503 with Retry-After still spends", tiny, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(withRetryAfter(serverError, 2*time.Second)) },
+			[]policy.Stop{policy.NotStopped, policy.StoppedByBudget}},
+		{"watch breaks never spend", tiny, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Break() },
+			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.NotStopped}},
+		{"disabled: nothing is refused", policy.BudgetConfig{Disabled: true}, 1,
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(serverError) },
+			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.NotStopped}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := fakeclock.New(epoch)
+			p := policy.New(policy.Config{Clock: clock, Rand: fixedRand(0), Budget: tt.budget, InternalErrorWindow: time.Hour})
+			var tracker *policy.Tracker
+			for range tt.requests {
+				tracker = p.NewTracker() // each one a request
+			}
+			for i, want := range tt.want {
+				got := tt.decide(tracker)
+				if got.Stopped != want || got.Retry != (want == policy.NotStopped) {
+					t.Errorf("decision %d = %+v, want stopped %v", i, got, want)
+				}
+			}
+		})
+	}
+}

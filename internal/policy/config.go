@@ -55,12 +55,16 @@ type Config struct {
 	// It is called from every request's goroutine, so it must be safe for
 	// concurrent use.
 	Rand func() float64
+	// Budget sizes the retry budget shared by every Tracker of the Policy;
+	// the zero BudgetConfig is the default budget.
+	Budget BudgetConfig
 }
 
 // Policy is a Config with its defaults applied. It is immutable and safe
 // for concurrent use; the state of one request lives in a [Tracker].
 type Policy struct {
-	cfg Config
+	cfg    Config
+	budget *Budget // nil: disabled
 }
 
 // New returns the Policy for cfg.
@@ -78,7 +82,7 @@ func New(cfg Config) *Policy {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
-	return &Policy{cfg: cfg}
+	return &Policy{cfg: cfg, budget: NewBudget(cfg.Budget, cfg.Clock)}
 }
 
 // orDefault replaces a zero, negative or out-of-bounds duration by def.
@@ -94,8 +98,11 @@ func (p *Policy) Clock() Clock { return p.cfg.Clock }
 // Config returns the effective configuration, defaults applied.
 func (p *Policy) Config() Config { return p.cfg }
 
-// NewTracker starts the failure history of one request or one watch stream.
+// NewTracker starts the failure history of one request or one watch
+// stream, and counts the request towards the retry budget (its resumes and
+// retries do not count as requests).
 func (p *Policy) NewTracker() *Tracker {
+	p.budget.Request()
 	t := &Tracker{policy: p, progressed: true}
 	t.resetBackoff()
 	return t

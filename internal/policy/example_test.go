@@ -36,10 +36,10 @@ func ExampleTracker_Decide() {
 	// A 404 goes to the caller at once.
 	fmt.Println(tracker.Decide(policy.Outcome{Class: policy.ClassifyStatus(404)}))
 	// Output:
-	// {true 1s}
-	// {true 800ms}
-	// {true 1.6s}
-	// {true 2.6s}
-	// {false 0s}
-	// {false 0s}
+	// {true 1s none}
+	// {true 800ms none}
+	// {true 1.6s none}
+	// {true 2.6s none}
+	// {false 0s window}
+	// {false 0s none}
 }

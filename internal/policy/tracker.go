@@ -17,6 +17,36 @@ type Decision struct {
 	Retry bool
 	// Wait is how long to wait before the next attempt.
 	Wait time.Duration
+	// Stopped says why a retryable outcome is not retried; NotStopped
+	// when Retry is set or the outcome goes to the caller as it is.
+	Stopped Stop
+}
+
+// Stop is why a retryable failure is handed over instead of retried.
+type Stop uint8
+
+const (
+	// NotStopped: the outcome is retried, or is not a failure to retry.
+	NotStopped Stop = iota
+	// StoppedByWindow: the failure's window is spent.
+	StoppedByWindow
+	// StoppedByDeadline: the wait would run into the caller's deadline.
+	StoppedByDeadline
+	// StoppedByBudget: the transport's retry budget refused the retry.
+	StoppedByBudget
+)
+
+// String names the stop for logs and test failures.
+func (s Stop) String() string {
+	switch s {
+	case StoppedByWindow:
+		return "window"
+	case StoppedByDeadline:
+		return "deadline"
+	case StoppedByBudget:
+		return "budget"
+	}
+	return "none"
 }
 
 // Tracker is the failure history of one LIST request or one watch stream:
@@ -55,9 +85,16 @@ type Tracker struct {
 }
 
 // Decide returns what to do after an attempt ended with o. It is the one
-// place a retry is decided.
+// place a retry is decided. A retry it allows spends the retry budget,
+// unless the server paced it (a 429 naming a wait): that wait is the
+// server's own load shedding, and is always honoured.
 func (t *Tracker) Decide(o Outcome) Decision {
-	return t.beforeDeadline(t.decide(o))
+	d := t.beforeDeadline(t.decide(o))
+	serverPaced := o.Class == TooManyRequests && o.HasRetryAfter && o.RetryAfter >= time.Second
+	if d.Retry && !serverPaced && !t.policy.budget.Spend() {
+		return Decision{Stopped: StoppedByBudget}
+	}
+	return d
 }
 
 // deadlineMargin is how long before the caller's deadline a wait must end
@@ -72,7 +109,7 @@ func (t *Tracker) SetDeadline(deadline time.Time) { t.deadline = deadline }
 // beforeDeadline refuses a retry whose wait would run into the deadline.
 func (t *Tracker) beforeDeadline(d Decision) Decision {
 	if d.Retry && !t.deadline.IsZero() && t.policy.cfg.Clock.Now().Add(d.Wait).After(t.deadline.Add(-deadlineMargin)) {
-		return Decision{}
+		return Decision{Stopped: StoppedByDeadline}
 	}
 	return d
 }
@@ -116,6 +153,12 @@ func (t *Tracker) decide(o Outcome) Decision {
 // legitimately breaks again and again. The first break after progress
 // reopens at once; later ones back off. Only the caller's deadline stops
 // them (see SetDeadline).
+//
+// A resume after a break does not spend the retry budget: it replaces the
+// re-watch from the same resourceVersion that client-go makes as soon as a
+// stream ends, so refusing it would save the server no request, only move
+// it to client-go. The retries of the reopening itself (a 503, a refused
+// connection) are decided by Decide and do spend it.
 func (t *Tracker) Break() Decision {
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
@@ -162,7 +205,7 @@ func (t *Tracker) Progress() {
 func fitWindow(now, end time.Time, wait, named time.Duration) Decision {
 	remaining := end.Sub(now)
 	if remaining <= 0 || named > remaining {
-		return Decision{}
+		return Decision{Stopped: StoppedByWindow}
 	}
 	return Decision{Retry: true, Wait: min(wait, remaining)}
 }

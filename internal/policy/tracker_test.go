@@ -513,10 +513,10 @@ func TestDeadline(t *testing.T) {
 		want    policy.Decision
 	}{
 		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Retry: true, Wait: 800 * time.Millisecond}},
-		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{}},
-		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{}},
+		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{Stopped: policy.StoppedByDeadline}},
+		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Stopped: policy.StoppedByDeadline}},
 		{"a Retry-After: 10 before it", 12 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Retry: true, Wait: 10 * time.Second}},
-		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{}},
+		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{Stopped: policy.StoppedByDeadline}},
 		{"an immediate reopen with time left", 2 * time.Second, nil, policy.Decision{Retry: true}},
 	}
 	for _, tt := range tests {
