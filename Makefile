@@ -39,7 +39,7 @@ fuzz:
 	done
 
 ## demo: the main job, an in-process API server under faults, stock vs kretry informers and
-## raw watchers (about 40s). DEMOFLAGS='--plot demo.png' adds a PNG timeline (gonum/plot,
+## raw watchers (about 36s). DEMOFLAGS='--plot demo.png' adds a PNG timeline (gonum/plot,
 ## built from the nested module cmd/kretry-demo/plot on first use).
 demo:
 	$(GO) run ./cmd/kretry-demo $(DEMOFLAGS)

@@ -15,7 +15,7 @@
 // server holds still until every client has its initial state, so all four start from
 // the same resourceVersion and "changes missed" is exact.
 //
-//	go run ./cmd/kretry-demo                      # 30s of faults, then at most 10s to settle
+//	go run ./cmd/kretry-demo                      # 30s of faults, then at most 5s to settle
 //	go run ./cmd/kretry-demo --plot demo.png      # and a PNG timeline (gonum/plot)
 //	go run ./cmd/kretry-demo --fault-rate 2 --duration 2m --seed 7
 //	go run ./cmd/kretry-demo --kubeconfig ~/.kube/config --namespace kube-system
