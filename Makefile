@@ -29,8 +29,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/frame/ ./watchretry/ ./transport/ ./listretry/ | tee bench.txt
 	$(GO) run $(BENCHSTAT) bench.txt
 
-## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time).
-FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR
+## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time). The scanners'
+## targets also scan in lent slices (in place); watchretry's read the resuming body with random
+## read sizes over random cuts.
+FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR \
+	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \
