@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 .PHONY: test unit vet fmtcheck bench fuzz demo fleet apiserver record e2e e2e-deps
 
 # Commands that are modules of their own (to keep their dependencies out of the library's go.mod).
-SUBMODULES := cmd/kretry-proxy examples/controller-runtime metrics
+SUBMODULES := cmd/kretry-proxy examples/controller-runtime metrics cmd/kretry-demo/plot cmd/kretry-fleet/plot
 
 ## test: vet, gofmt check, unit tests with -race, then the e2e suite against a real kube-apiserver.
 test: vet fmtcheck unit e2e
