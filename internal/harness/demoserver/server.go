@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -448,7 +450,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !isCollection:
 		s.serveGet(w, cd, name)
-	case query.Get("watch") == "true" || query.Get("watch") == "1":
+	case isWatch(query):
 		s.serveWatch(cw, r, cd, c, query)
 	default:
 		if s.rejectList(w, cd, c) {
@@ -564,3 +566,16 @@ func (w *countingWriter) Flush() {
 
 // Unwrap gives http.ResponseController the underlying writer.
 func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// isWatch reads the watch parameter as kube-apiserver does
+// (runtime.Convert_Slice_string_To_bool): false only when absent, "0" or
+// "false" in any case, so the Python client's "watch=True" is a watch.
+func isWatch(query url.Values) bool {
+	values, ok := query["watch"]
+	if !ok {
+		return false
+	}
+	var watch bool
+	_ = runtime.Convert_Slice_string_To_bool(&values, &watch, nil) // never fails
+	return watch
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -667,5 +668,20 @@ func TestRolloutRestartsSchedules(t *testing.T) {
 	sch := s.client("informer").schedule
 	if kind := sch.midStream(time.Now()); kind != 0 {
 		t.Fatalf("a fault (%v) armed before the rollout hit the first frame after it", kind)
+	}
+}
+
+func TestIsWatchAsTheAPIServerReadsIt(t *testing.T) {
+	for query, want := range map[string]bool{
+		"": false, "watch=0": false, "watch=false": false, "watch=FALSE": false,
+		"watch=1": true, "watch=true": true, "watch=True": true, "watch=f": true, "watch=": true,
+	} {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := isWatch(q); got != want {
+			t.Errorf("isWatch(%q) = %v, want %v", query, got, want)
+		}
 	}
 }
