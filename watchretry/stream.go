@@ -280,7 +280,9 @@ func (s *stream) resume() {
 		}
 	}
 	req := resumeRequest(s.ctx, s.orig, string(s.point.rv), remaining)
-	resp, attempts, err := s.rt.client.Resume(req, s.tracker, string(s.point.rv))
+	resp, attempts, err := s.rt.client.Resume(req, s.tracker, establish.Run{
+		ResourceVersion: string(s.point.rv), Since: s.run.since, Attempts: s.run.attempts,
+	})
 	s.run.attempts += attempts
 	switch {
 	case err != nil:

@@ -51,25 +51,39 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	return c.do(req, tracker, handle, nil, nil)
 }
 
-// Resume is Do for the reopening of an established watch at
-// resourceVersion: its attempts, retries and give-ups are reported as a
-// resume's. It also returns how many requests it sent.
-func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, resourceVersion string) (*http.Response, int, error) {
+// Run is the failure run a watch reopening belongs to, for the hooks.
+type Run struct {
+	// ResourceVersion is the resume point.
+	ResourceVersion string
+	// Since is when the run began: the watch's first break after progress.
+	Since time.Time
+	// Attempts is how many reopening requests the run has sent before.
+	Attempts int
+}
+
+// Resume is Do for the reopening of an established watch in run: its
+// attempts, retries and give-ups are reported as a resume's, counted from
+// the run's start. It also returns how many requests it sent.
+func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, run Run) (*http.Response, int, error) {
 	var attempts int
-	resp, err := c.do(req, tracker, nil, &resourceVersion, &attempts)
+	resp, err := c.do(req, tracker, nil, &run, &attempts)
 	return resp, attempts, err
 }
 
-// do is Do; resume is the resume point of a watch reopening, else nil, and
+// do is Do; resume is the run of a watch reopening, else nil, and
 // attempts, if set, gets the number of requests sent.
-func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *string, attempts *int) (*http.Response, error) {
+func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run, attempts *int) (*http.Response, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
+	start := c.Policy.Clock().Now()
 	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
-		handled: handle != nil, start: c.Policy.Clock().Now()}
+		handled: handle != nil, start: start, runStart: start}
 	if resume != nil {
-		loop.resume, loop.resourceVersion = true, *resume
+		loop.resume, loop.resourceVersion, loop.attemptsBefore = true, resume.ResourceVersion, resume.Attempts
+		if !resume.Since.IsZero() {
+			loop.runStart = resume.Since
+		}
 	}
 	retryable := &retryablehttp.Client{
 		HTTPClient: &http.Client{
@@ -127,9 +141,13 @@ type loop struct {
 	// handled is set when a response handler runs on delivered answers.
 	handled bool
 	// resume and resourceVersion mark the reopening of an established
-	// watch at its resume point, for the hooks.
+	// watch at its resume point, for the hooks, which count attempts and
+	// time from the start of the failure run (runStart, attemptsBefore):
+	// for a reopening, the watch's first break; else start.
 	resume          bool
 	resourceVersion string
+	runStart        time.Time
+	attemptsBefore  int
 	// attempts counts the requests sent, observed those reported to
 	// Hooks.Attempt.
 	attempts, observed int
@@ -225,7 +243,7 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	if hook := l.client.Hooks.Retry; hook != nil {
 		hook(l.ctx, policy.Retry{
 			Path: l.path, Host: l.host, Code: code, Reason: reason(resp, err, outcome.Class), Cause: cause,
-			Wait: decision.Wait, Resume: l.resume, Attempts: l.attempts, Elapsed: l.client.Policy.Clock().Since(l.start),
+			Wait: decision.Wait, Resume: l.resume, Attempts: l.attemptsBefore + l.attempts, Elapsed: l.client.Policy.Clock().Since(l.runStart),
 			ResourceVersion: l.resourceVersion,
 		})
 	}
@@ -241,7 +259,7 @@ func (l *loop) attempted(code int, canceled bool) {
 	if hook := l.client.Hooks.Attempt; hook != nil {
 		hook(l.ctx, policy.Attempt{
 			Path: l.path, Host: l.host, Code: code, Canceled: canceled,
-			Number: l.attempts, Resume: l.resume, ResourceVersion: l.resourceVersion,
+			Number: l.attemptsBefore + l.attempts, Resume: l.resume, ResourceVersion: l.resourceVersion,
 		})
 	}
 }
@@ -251,7 +269,8 @@ func (l *loop) gaveUpOn(reason string, decision policy.Decision) {
 	if hook := l.client.Hooks.GiveUp; hook != nil {
 		hook(l.ctx, policy.GiveUp{
 			Path: l.path, Host: l.host, Reason: decision.Reason(reason), BudgetRefused: decision.Stopped == policy.StoppedByBudget,
-			Attempts: l.attempts, Elapsed: l.client.Policy.Clock().Since(l.start), Resume: l.resume, ResourceVersion: l.resourceVersion,
+			Attempts: l.attemptsBefore + l.attempts, Elapsed: l.client.Policy.Clock().Since(l.runStart), Resume: l.resume,
+			ResourceVersion: l.resourceVersion,
 		})
 	}
 }

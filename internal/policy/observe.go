@@ -43,8 +43,9 @@ type Attempt struct {
 	Code int
 	// Canceled is set when the caller's context ended first.
 	Canceled bool
-	// Number counts the attempts of this request (of this reopening, for a
-	// watch resume) from 1.
+	// Number counts the attempts of this request from 1; for a watch
+	// resume, the reopening requests since the watch's first break after
+	// progress.
 	Number int
 	// Resume is set for the attempts that reopen an established watch.
 	Resume bool
