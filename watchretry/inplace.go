@@ -25,6 +25,10 @@ const minInPlace = 4 << 10
 // bytes or the next frame, or a state that reads no frames): the caller
 // then takes the buffered path, which picks up whatever was read into p.
 func (s *stream) readInPlace(p []byte) (int, bool) {
+	if s.skipInPlace > 0 {
+		s.skipInPlace--
+		return 0, false
+	}
 	if len(p) < minInPlace || (s.state != streaming && s.state != draining) || !s.scanner.Lend(p) {
 		return 0, false
 	}
@@ -49,5 +53,15 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 		s.pending = nil // f.Raw is in p, right after the frames before it
 	}
 	n := s.scanner.Return()
+	if n == 0 {
+		// The frame is larger than p: the bytes read into p were copied back.
+		// Frames that size tend to come in runs; lending again at once would
+		// copy every one twice.
+		s.skipInPlace = skipAfterMiss
+	}
 	return n, n > 0
 }
+
+// skipAfterMiss is how many reads take the buffered path after a frame did
+// not fit in the caller's slice.
+const skipAfterMiss = 64

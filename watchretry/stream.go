@@ -68,6 +68,10 @@ type stream struct {
 	point   *resumePoint
 	invalid int // invalid frames since the resume point last moved
 	run     failureRun
+
+	// skipInPlace counts reads left to take the buffered path after a
+	// frame did not fit in the caller's slice (see readInPlace).
+	skipInPlace int
 }
 
 func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, opened time.Time) *stream {
