@@ -3,13 +3,14 @@
 // election and discovery alike, from one line on the rest.Config before the manager is built:
 //
 //	cfg := ctrl.GetConfigOrDie()
-//	cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: countRetry}))
+//	cfg.Wrap(transport.Wrapper(transport.Config{Observer: kretryObserver}))
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{...})
 //
-// Its reconciler on ConfigMaps counts what it reconciles, and kretry's retries and watch
-// resumes are counted by reason in kretry_retries_total, registered in controller-runtime's
-// metrics.Registry so that the manager's /metrics serves it beside controller-runtime's own
-// (kretry has no metrics package yet; the OnRetry hook is all it takes).
+// Its reconciler on ConfigMaps counts what it reconciles. kretryObserver is kretry's metrics
+// module (github.com/kretry/kretry/metrics) registered on controller-runtime's
+// metrics.Registry, so that the manager's /metrics serves kretry_requests_total,
+// kretry_retries_total and the rest beside controller-runtime's own, joined with
+// metrics.ClientGoRetries, which adds kretry's retries to rest_client_request_retries_total.
 //
 // It is a module of its own so that the library's go.mod does not grow by controller-runtime
 // and its dependencies. Run it against a cluster (read-only: it never writes):

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,21 +14,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	kretrymetrics "github.com/kretry/kretry/metrics"
 	"github.com/kretry/kretry/transport"
 )
 
-// retries counts kretry's retries and watch resumes by reason, on the manager's /metrics.
-var retries = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "kretry_retries_total",
-	Help: "Requests kretry retried and watches it resumed, by reason.",
-}, []string{"reason"})
+// kretryObserver counts what kretry does (kretry_requests_total, kretry_retries_total,
+// kretry_watch_resumes_total, kretry_giveups_total, kretry_retry_wait_seconds,
+// kretry_budget_refusals_total) on controller-runtime's metrics.Registry, which the
+// manager's /metrics serves, and adds kretry's retries and resumes to client-go's
+// rest_client_request_retries_total, which controller-runtime registers there too.
+var kretryObserver = transport.JoinObservers(mustMetrics(kretrymetrics.New(metrics.Registry)), kretrymetrics.ClientGoRetries())
 
-func init() {
-	metrics.Registry.MustRegister(retries)
+func mustMetrics(m *kretrymetrics.Metrics, err error) *kretrymetrics.Metrics {
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
-
-// countRetry is kretry's OnRetry hook: one increment per retry or resume.
-func countRetry(r transport.Retry) { retries.WithLabelValues(string(r.Reason)).Inc() }
 
 // options configure newManager.
 type options struct {
@@ -48,7 +49,7 @@ type options struct {
 func newManager(cfg *rest.Config, opts options) (ctrl.Manager, *reconciler, error) {
 	cfg = rest.CopyConfig(cfg)
 	if !opts.withoutKretry {
-		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: countRetry})) // the whole adoption
+		cfg.Wrap(transport.Wrapper(transport.Config{Observer: kretryObserver})) // the whole adoption
 	}
 	if opts.above != nil {
 		cfg.Wrap(opts.above)
