@@ -17,11 +17,23 @@
 //
 // rest.Config.Wrap places kretry below client-go's authentication,
 // user-agent and impersonation wrappers and above TLS, so requests arrive
-// with their credentials set. kretry never reads or changes them, never
-// logs requests, and leaves response headers (Audit-Id, Warning) as the
-// server sent them; the one exception is Retry-After, removed from an
-// answer kretry gives up on so that client-go's own retries do not
-// multiply kretry's.
+// with their credentials set. kretry never reads or changes them, and
+// leaves response headers (Audit-Id, Warning) as the server sent them; the
+// one exception is Retry-After, removed from an answer kretry gives up on so
+// that client-go's own retries do not multiply kretry's.
+//
+// What kretry does is observable three ways. Config.Observer hears every
+// attempt, retry, watch resume, give-up and budget refusal (package
+// github.com/kretry/kretry/metrics turns them into Prometheus metrics).
+// Logs go to klog.FromContext(req.Context()), the logger client-go callers
+// already configure: V(2) one line per give-up and per watch resume, V(4)
+// one per attempt and per retry, with the path, reason, counts, durations
+// and a watch's resume resourceVersion, never a header value, a query or
+// a body. Config.OnRetry is the older, simpler hook.
+//
+// Config.RetryBudget bounds the load one transport's retries add (see
+// RetryBudget for what spends it and why watch resumes do not); a retry it
+// refuses gives up at once, as a retry past its window does.
 //
 // Giving up never makes things worse than client-go alone. A watch resume
 // that gives up (an apiserver down longer than InternalErrorWindow, a 401 or

@@ -12,7 +12,9 @@
 // cap), waiting what the server asked for. 5xx answers and connection
 // failures are retried for a bounded window measured from the first failure
 // of a run (see [Tracker] for what ends a run), and no wait is chosen that
-// would run into the caller's deadline.
+// would run into the caller's deadline. A [Budget] shared by a Policy's
+// trackers bounds how many retries Decide allows across all requests of one
+// transport; a refusal is a decision like the others ([StoppedByBudget]).
 //
 // The package is internal: what a user sets is transport.Config, and the
 // decision engine is free to change behind it. Time and randomness are
