@@ -35,7 +35,7 @@ func run(args []string, stdout io.Writer) error {
 	down := flags.Duration("down", 10*time.Second, "how long the restart scenario's server is down")
 	overload := flags.Duration("overload", 60*time.Second, "how long the overload scenario answers 429")
 	scenarios := flags.String("scenarios", "restart,lbdrop,overload", "scenarios to run, comma-separated: restart, lbdrop, overload")
-	kindList := flags.String("kinds", "client-go,kretry", "clients to run, comma-separated: client-go, kretry")
+	kindList := flags.String("kinds", "client-go,kretry", "clients to run, comma-separated: client-go, kretry (the default retry budget), kretry-nobudget")
 	settle := flags.Duration("settle", 40*time.Second, "how long a run may take after its fault for every cache to catch up")
 	out := flags.String("json", "", "write every run's figures and request-rate series to this JSON file")
 	plot := flags.String("plot", "", "draw the restart and lbdrop request rates as a PNG (runs the nested module cmd/kretry-fleet/plot)")
@@ -170,7 +170,18 @@ func kinds() []clientKind {
 	return []clientKind{
 		{name: "client-go", config: func(*kretryCounters) *transport.Config { return nil }},
 		{name: "kretry", config: func(c *kretryCounters) *transport.Config {
-			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }}
+			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }, Observer: refusalCounter{c}}
+		}},
+		{name: "kretry-nobudget", config: func(c *kretryCounters) *transport.Config {
+			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }, RetryBudget: transport.RetryBudget{Disabled: true}}
 		}},
 	}
 }
+
+// refusalCounter is a transport.Observer counting the retries the budget refused.
+type refusalCounter struct{ counters *kretryCounters }
+
+func (r refusalCounter) ObserveBudgetRefusal(transport.BudgetEvent) { r.counters.budgetRefusals.Add(1) }
+func (refusalCounter) ObserveAttempt(transport.AttemptEvent)        {}
+func (refusalCounter) ObserveRetry(transport.RetryEvent)            {}
+func (refusalCounter) ObserveGiveUp(transport.GiveUpEvent)          {}
