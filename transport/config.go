@@ -127,9 +127,10 @@ type Retry struct {
 // spend it, like any other retry.
 type RetryBudget struct {
 	// Ratio is the share of the window's requests that retries may add;
-	// default 0.2.
+	// default 0.2 (zero or negative: the default).
 	Ratio float64
-	// MinPerSecond is the floor, in retries a second; default 10.
+	// MinPerSecond is the floor, in retries a second; default 10 (zero or
+	// negative: the default).
 	MinPerSecond float64
 	// Window is how far back requests and retries count; default 10s
 	// (bounded like the windows).

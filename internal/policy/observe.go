@@ -71,15 +71,6 @@ type GiveUp struct {
 	ResourceVersion string
 }
 
-// Reason names why a decision stopped retrying a failure of reason: the
-// failure's own, or ReasonDeadline.
-func (d Decision) Reason(reason string) string {
-	if d.Stopped == StoppedByDeadline {
-		return ReasonDeadline
-	}
-	return reason
-}
-
 // Retry describes one retry kretry is about to make, for observability
 // hooks (metrics, logs). It never carries credentials, queries or bodies.
 type Retry struct {

@@ -22,6 +22,15 @@ type Decision struct {
 	Stopped Stop
 }
 
+// Reason names why a decision stopped retrying a failure of reason: the
+// failure's own, or ReasonDeadline.
+func (d Decision) Reason(reason string) string {
+	if d.Stopped == StoppedByDeadline {
+		return ReasonDeadline
+	}
+	return reason
+}
+
 // Stop is why a retryable failure is handed over instead of retried.
 type Stop uint8
 
