@@ -24,8 +24,9 @@ const (
 	// each moves the resume point. A break (read error, early clean end,
 	// invalid frame, absorbed ERROR event) moves to waiting, unless the wait
 	// would outlast the caller's timeoutSeconds; that, a clean end that was
-	// intended, an ERROR 429/5xx past its window, an oversized frame or a
-	// break without a resume point moves to done; a terminal ERROR event
+	// intended, an ERROR 429/5xx past its window or refused by the retry
+	// budget, an oversized frame or a break without a resume point moves to
+	// done (every retryable one reported to Hooks.GiveUp); a terminal ERROR event
 	// moves to draining.
 	streaming state = iota
 	// waiting: the current response is closed; the policy's wait runs (it
