@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -203,6 +204,57 @@ func TestRetryBudgetDisabled(t *testing.T) {
 			readAll(t, resp)
 			if h.calls() != tt.calls {
 				t.Errorf("%d requests, want %d", h.calls(), tt.calls)
+			}
+		})
+	}
+}
+
+// TestObserverSeesStreamGiveUps covers the give-ups a resuming stream
+// makes itself: too many invalid frames at one resourceVersion (the error
+// goes to the caller), and an ERROR event's retry refused by the budget
+// (a clean end).
+func TestObserverSeesStreamGiveUps(t *testing.T) {
+	garbage := respond(http.StatusOK, headers("Content-Type", "application/json"), `{"type":"ADDED","object":[}`+"\n")
+	eventThenGarbage := respond(http.StatusOK, headers("Content-Type", "application/json"),
+		`{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"6"}}}`+"\n"+`{"type":"ADDED","object":[}`+"\n")
+	tests := []struct {
+		name    string
+		cfg     transport.Config
+		script  []step
+		readErr bool
+		want    []string
+	}{
+		{"invalid frames past MaxInvalidFrames", transport.Config{MaxInvalidFrames: 2}, []step{eventThenGarbage, garbage}, true,
+			[]string{
+				"attempt watch 2xx 200", "resume watch invalid-frame 0 wait=0s",
+				"attempt watch 2xx 200", "resume watch invalid-frame 0 wait=800ms",
+				"attempt watch 2xx 200", "giveup watch invalid-frame attempts=2 elapsed=800ms",
+			}},
+		{"an ERROR event's retry refused by the budget",
+			transport.Config{RetryBudget: transport.RetryBudget{Ratio: 0.001, MinPerSecond: 0.1, Window: 10 * time.Second}},
+			[]step{watchEvent, errorEvent500}, false,
+			[]string{
+				"attempt watch 2xx 200", "resume watch broken-body 0 wait=0s",
+				"attempt watch 2xx 200", "resume watch error-event 500 wait=800ms",
+				"attempt watch 2xx 200", "refused watch error-event", "giveup watch error-event attempts=2 elapsed=800ms",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			observed := &recorder{}
+			tt.cfg.Observer = observed
+			h := newHarness(t, tt.cfg, tt.script...)
+			resp, err := h.get(watchPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if (err != nil) != tt.readErr {
+				t.Errorf("reading the watch: %v; want an error: %v", err, tt.readErr)
+			}
+			if got := observed.lines(); !slices.Equal(got, tt.want) {
+				t.Errorf("observed\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
 			}
 		})
 	}
