@@ -188,3 +188,32 @@ func TestParametersAsTheServerReadsThem(t *testing.T) {
 		}
 	})
 }
+
+// TestAbsorbedErrorNotDeliveredInPlace: a caller reading with large slices
+// (a proxy's io.Copy) gets the stream scanned in place; an ERROR 500 event
+// the stream absorbs must not be among the bytes handed over. Found by the
+// kretry-proxy e2e: kubectl and the Python client saw the ERROR events.
+func TestAbsorbedErrorNotDeliveredInPlace(t *testing.T) {
+	for _, ct := range encodings {
+		t.Run(ct, func(t *testing.T) {
+			added := event(t, ct, watch.Added, configMap("a", "101"))
+			internal := event(t, ct, watch.Error, errorStatus(500, metav1.StatusReasonInternalError, 0))
+			modified := event(t, ct, watch.Modified, configMap("a", "102"))
+			srv := newServer(t, ct, reply{body: append(append([]byte{}, added...), internal...)}, reply{body: modified})
+			resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)
+			var got []byte
+			buf := make([]byte, 32<<10)
+			for len(got) < len(added)+len(modified) {
+				n, err := resp.Body.Read(buf)
+				got = append(got, buf[:n]...)
+				if err != nil {
+					t.Fatalf("after %q: %v", got, err)
+				}
+			}
+			resp.Body.Close()
+			if want := append(append([]byte{}, added...), modified...); !bytes.Equal(got, want) {
+				t.Fatalf("read %q\nwant %q", got, want)
+			}
+		})
+	}
+}

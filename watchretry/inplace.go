@@ -32,6 +32,7 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 	if len(p) < minInPlace || (s.state != streaming && s.state != draining) || !s.scanner.Lend(p) {
 		return 0, false
 	}
+	held := 0 // the bytes of a frame Next returned that the stream does not deliver
 	for s.state == streaming || s.state == draining {
 		f, err := s.scanner.Next()
 		if errors.Is(err, frame.ErrNeedMore) {
@@ -48,12 +49,16 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 		}
 		s.onFrame(&f)
 		if len(s.pending) == 0 {
-			break // not delivered: the stream breaks or ends here
+			// Not delivered (an absorbed ERROR event): the stream breaks or
+			// ends here, and the frame's bytes, the last Return counts, are
+			// not the caller's.
+			held = len(f.Raw)
+			break
 		}
 		s.pending = nil // f.Raw is in p, right after the frames before it
 	}
-	n := s.scanner.Return()
-	if n == 0 {
+	n := s.scanner.Return() - held
+	if n == 0 && held == 0 {
 		// The frame is larger than p: the bytes read into p were copied back.
 		// Frames that size tend to come in runs; lending again at once would
 		// copy every one twice.
