@@ -5,6 +5,12 @@
 // cfg.Wrap(transport.Wrapper(transport.Config{})). One scenario (raw-watch-cuts) runs raw
 // clientset Watches instead, the `kubectl get -w` pattern, stock and kretry side by side from
 // the same LIST resourceVersion, checked event by event against an uncut reference watch.
+// outage-40s (scenarios_outage_test.go) kills kube-apiserver and restarts it 40 s later on the
+// same etcd, longer than kretry's window: kretry must give up without making client-go relist.
+// cbor-cuts (cbor_test.go) runs the random cuts on CBOR watch streams (the CBORServingAndStorage
+// gate on the server, client-go's CBOR gates on the client). TestProxyClients (proxy_test.go)
+// runs kubectl, the Python client and client-node, straight at the apiserver and through
+// kretry-proxy.
 //
 // Two counting RoundTrippers measure each run: one below kretry sees every request on the wire,
 // one above it sees what the informer asked for. An "initial-state fetch" is a LIST or a
