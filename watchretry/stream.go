@@ -55,11 +55,12 @@ type stream struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 
-	// mu guards body and closed: Close may come from another goroutine
-	// while Read is blocked on the connection.
+	// mu guards body, and closed's change with it: Close may come from
+	// another goroutine while Read is blocked on the connection. closed is
+	// also read on its own, without the lock, at the top of every Read.
 	mu     sync.Mutex
 	body   io.ReadCloser
-	closed bool
+	closed atomic.Bool
 
 	state   state
 	scanner *frame.Scanner
@@ -126,7 +127,7 @@ func (s *stream) Read(p []byte) (int, error) {
 // goroutine outlives it.
 func (s *stream) Close() error {
 	s.mu.Lock()
-	s.closed = true
+	s.closed.Store(true)
 	body := s.body
 	s.body = nil
 	s.mu.Unlock()
@@ -361,7 +362,7 @@ func (s *stream) finish(err error) {
 // the stream meanwhile.
 func (s *stream) attach(body io.ReadCloser) {
 	s.mu.Lock()
-	closed := s.closed
+	closed := s.closed.Load()
 	if !closed {
 		s.body = body
 	}
@@ -382,11 +383,7 @@ func (s *stream) attach(body io.ReadCloser) {
 }
 
 // isClosed reports whether the caller has closed the stream.
-func (s *stream) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *stream) isClosed() bool { return s.closed.Load() }
 
 func (s *stream) closeBody() {
 	s.mu.Lock()
