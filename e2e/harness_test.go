@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 	"github.com/kretry/kretry/transport"
 )
@@ -341,103 +340,19 @@ func namespace(t *testing.T, server int, name string, n int) string {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return ns
 }
 
-func configMap(name string, gen int) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Data:       map[string]string{"gen": fmt.Sprint(gen), "pad": strings.Repeat("x", 1000)},
-	}
-}
-
-// writer creates, updates and deletes ConfigMaps in a namespace at a steady pace, through one
-// server directly (never through the fault proxy).
-type writer struct {
-	cancel   context.CancelFunc
-	done     chan struct{}
-	mu       sync.Mutex
-	writes   int
-	fails    int
-	firstErr error
-}
-
-func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *writer {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cancel: cancel, done: make(chan struct{})}
-	cms := adminClient(server).CoreV1().ConfigMaps(ns)
-	go func() {
-		defer close(w.done)
-		rng := rand.New(rand.NewPCG(seed, seed))
-		gen := map[string]int{}
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			name := fmt.Sprintf("w-%d", rng.IntN(12))
-			var err error
-			_, exists := gen[name]
-			switch {
-			case !exists:
-				if _, err = cms.Create(ctx, configMap(name, 0), metav1.CreateOptions{}); err == nil {
-					gen[name] = 0
-				}
-			case rng.IntN(5) == 0:
-				if err = cms.Delete(ctx, name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-					delete(gen, name)
-					err = nil
-				}
-			default:
-				if _, err = cms.Update(ctx, configMap(name, gen[name]+1), metav1.UpdateOptions{}); err == nil {
-					gen[name]++
-				}
-			}
-			w.mu.Lock()
-			if err != nil {
-				w.fails++
-				if w.firstErr == nil {
-					w.firstErr = err
-				}
-				// An outcome we could not see (e.g. the server died mid-request): forget it, the
-				// next operation on the name re-learns its state.
-				if cm, gerr := cms.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-					gen[name] = atoiOr(cm.Data["gen"])
-				} else if apierrors.IsNotFound(gerr) {
-					delete(gen, name)
-				}
-			} else {
-				w.writes++
-			}
-			w.mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.stop)
+// startWriter starts the ConfigMap writer on ns through one server directly (never through
+// the fault proxy), stopped when the test ends.
+func startWriter(t *testing.T, server int, ns string, seed uint64, every time.Duration) *cmwriter.Writer {
+	w := cmwriter.Start(adminClient(server).CoreV1().ConfigMaps(ns), seed, every)
+	t.Cleanup(w.Stop)
 	return w
-}
-
-func atoiOr(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
-	return n
-}
-
-func (w *writer) stop() {
-	w.cancel()
-	<-w.done
-}
-
-func (w *writer) stats() (writes, fails int, firstErr error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.writes, w.fails, w.firstErr
 }
 
 // figure is one row of the figures table.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
@@ -138,7 +139,7 @@ func TestProxyClients(t *testing.T) {
 	start, gens := state{}, map[string]int{}
 	for _, cm := range list.Items {
 		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = atoiOr(cm.Data["gen"])
+		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
 	}
 	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
 	if err != nil {
@@ -198,7 +199,7 @@ func TestProxyClients(t *testing.T) {
 	at(36 * time.Second)
 	each(func(p *proxyPath) { p.tcp.SetRule(faultproxy.Rule{}) })
 	at(40 * time.Second)
-	w.stop()
+	w.Stop()
 	final, err := serverState(ctx, serverA, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ func TestProxyClients(t *testing.T) {
 	if _, problems := replay(start, gens, listRV, refEvents); len(problems) > 0 || len(ref.closes) > 0 || len(ref.watchErrs) > 0 {
 		t.Fatalf("reference watch (no proxy) is not a valid reference: closes=%+v watch errors=%v problems=%v", ref.closes, ref.watchErrs, problems)
 	}
-	writes, fails, _ := w.stats()
+	writes, fails, _ := w.Stats()
 
 	// Stop the clients (SIGTERM: the Python and Node clients print their caches), ask every
 	// kretry-proxy what it served (a request is counted when it is over), then stop the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kretry/kretry/internal/frame"
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/status"
 	"github.com/kretry/kretry/transport"
 )
@@ -93,7 +94,7 @@ func TestOutage(t *testing.T) {
 	const marker = "outage-marker"
 	admin := adminClient(serverA)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, configMap(marker, 0), metav1.CreateOptions{})
+		_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cmwriter.ConfigMap(marker, 0), metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			break
 		}
@@ -116,8 +117,8 @@ func TestOutage(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second) // changes after the recovery too
 
-	w.stop()
-	writes, fails, firstErr := w.stats()
+	w.Stop()
+	writes, fails, firstErr := w.Stats()
 	t.Logf("writer: %d writes, %d failed (first: %v)", writes, fails, firstErr)
 	var figs []figure
 	for _, c := range clients {

@@ -15,20 +15,21 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
 const convergeTimeout = 60 * time.Second
 
 // finish stops the writer, waits for the cache to match the server and fills the figure.
-func finish(t *testing.T, fault string, c *client, inf *informer, w *writer, server int, ns string, note string) figure {
+func finish(t *testing.T, fault string, c *client, inf *informer, w *cmwriter.Writer, server int, ns string, note string) figure {
 	t.Helper()
-	w.stop()
+	w.Stop()
 	d, err := converge(context.Background(), inf, server, ns, convergeTimeout)
 	if err != nil {
 		t.Errorf("%s: %v", fault, err)
 	}
-	writes, fails, firstErr := w.stats()
+	writes, fails, firstErr := w.Stats()
 	if fails > 0 {
 		note = fmt.Sprintf("%s; %d writes failed", note, fails)
 		t.Logf("writer: %d writes failed, first: %v", fails, firstErr)
@@ -187,7 +188,7 @@ func Test504TooLarge(t *testing.T) {
 		var slowest time.Duration
 		for round := range 3 {
 			etcdProxy.Stall(5 * time.Second)
-			cm, err := adminA.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("rw-%d", round), 0), metav1.CreateOptions{})
+			cm, err := adminA.CoreV1().ConfigMaps(ns).Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("rw-%d", round), 0), metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
@@ -51,7 +52,7 @@ func TestRawWatchCuts(t *testing.T) {
 	start, gens := state{}, map[string]int{}
 	for _, cm := range list.Items {
 		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = atoiOr(cm.Data["gen"])
+		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
 	}
 	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
 	if err != nil {
@@ -82,7 +83,7 @@ func TestRawWatchCuts(t *testing.T) {
 	stock, kr := paths[0], paths[1]
 
 	time.Sleep(30 * time.Second)
-	w.stop()
+	w.Stop()
 	writerStopped := time.Now()
 	final, err := serverState(ctx, serverA, ns)
 	if err != nil {
@@ -122,7 +123,7 @@ func TestRawWatchCuts(t *testing.T) {
 		t.Fatalf("reference watcher (no proxy) is not a valid reference: converged=%v closes=%+v watch errors=%v problems=%v",
 			converged[0] >= 0, ref.closes, ref.watchErrs, problems)
 	}
-	writes, fails, firstErr := w.stats()
+	writes, fails, firstErr := w.Stats()
 	if fails > 0 {
 		t.Logf("writer: %d writes failed, first: %v", fails, firstErr)
 	}
@@ -398,7 +399,7 @@ func replay(start state, gens map[string]int, listRV uint64, evs []rawEvent) (st
 		}
 		prev = max(prev, e.RV)
 		_, exists := s[e.Name]
-		gen := atoiOr(e.Gen)
+		gen := cmwriter.Gen(e.Gen)
 		switch e.Type {
 		case watch.Added:
 			if exists {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,12 +22,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
@@ -123,7 +122,7 @@ func runManager(t *testing.T, cluster *apiserver.Cluster, fault, client string, 
 		t.Fatal(err)
 	}
 	for i := range 30 {
-		if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
+		if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,11 +155,12 @@ func runManager(t *testing.T, cluster *apiserver.Cluster, fault, client string, 
 		t.Fatal("the manager's cache did not sync")
 	}
 
-	w := startWriter(admin, ns)
+	w := cmwriter.Start(admin.CoreV1().ConfigMaps(ns), 11, 100*time.Millisecond)
 	end := inject(proxy, faults)
 	time.Sleep(d)
 	note := end()
-	writes, fails := w.stop()
+	w.Stop()
+	writes, fails, _ := w.Stats()
 	if fails > 0 {
 		note += fmt.Sprintf("; %d writes failed", fails)
 	}
@@ -287,79 +287,6 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.fetches200.Add(1)
 	}
 	return resp, err
-}
-
-// writer creates, updates and deletes ConfigMaps every 100ms, straight at the API server.
-type writer struct {
-	cancel        context.CancelFunc
-	done          chan struct{}
-	writes, fails int
-}
-
-func startWriter(admin *kubernetes.Clientset, ns string) *writer {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cancel: cancel, done: make(chan struct{})}
-	cms := admin.CoreV1().ConfigMaps(ns)
-	go func() {
-		defer close(w.done)
-		rng := rand.New(rand.NewPCG(11, 11))
-		gen := map[string]int{}
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			name := fmt.Sprintf("w-%d", rng.IntN(12))
-			var err error
-			_, exists := gen[name]
-			switch {
-			case !exists:
-				if _, err = cms.Create(ctx, configMap(name, 0), metav1.CreateOptions{}); err == nil {
-					gen[name] = 0
-				}
-			case rng.IntN(5) == 0:
-				if err = cms.Delete(ctx, name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-					delete(gen, name)
-					err = nil
-				}
-			default:
-				if _, err = cms.Update(ctx, configMap(name, gen[name]+1), metav1.UpdateOptions{}); err == nil {
-					gen[name]++
-				}
-			}
-			if err != nil {
-				w.fails++
-				// An outcome we could not see: re-learn the name's state.
-				if cm, gerr := cms.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-					var g int
-					fmt.Sscan(cm.Data["gen"], &g)
-					gen[name] = g
-				} else if apierrors.IsNotFound(gerr) {
-					delete(gen, name)
-				}
-			} else {
-				w.writes++
-			}
-		}
-	}()
-	return w
-}
-
-// stop ends the writer and returns its counts.
-func (w *writer) stop() (writes, fails int) {
-	w.cancel()
-	<-w.done
-	return w.writes, w.fails
-}
-
-func configMap(name string, gen int) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Data:       map[string]string{"gen": fmt.Sprint(gen), "pad": strings.Repeat("x", 1000)},
-	}
 }
 
 // writeFigures writes the table to .apiserver/e2e-controller-runtime-figures.txt at the
