@@ -37,6 +37,8 @@ func TestRetriedAnswers(t *testing.T) {
 		Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
 		RetryAfterSeconds: 1,
 	}
+	// A backoff wait here is 400ms: the harness's draw of 0 is the lowest,
+	// half of the 800ms first step.
 	tests := []struct {
 		name       string
 		first      step
@@ -53,34 +55,34 @@ func TestRetriedAnswers(t *testing.T) {
 			2 * time.Second, transport.ReasonTooManyRequests, "429"},
 		{"429 Retry-After as an HTTP-date", respond(429, headers("Retry-After", epoch.Add(4*time.Second).Format(http.TimeFormat)), ""),
 			4 * time.Second, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
 		{"429 Retry-After huge: capped", respond(429, headers("Retry-After", "99999999999999999999"), ""), time.Minute, transport.ReasonTooManyRequests, "429"},
 		{"429 Status retryAfterSeconds negative: backoff",
 			statusAnswer(429, metav1.StatusReasonTooManyRequests, "x", &metav1.StatusDetails{RetryAfterSeconds: -1}),
-			800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+			400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
 		{"500 InternalError", statusAnswer(500, metav1.StatusReasonInternalError, "etcdserver: leader changed", nil),
-			800 * time.Millisecond, transport.ReasonServerError, "500"},
+			400 * time.Millisecond, transport.ReasonServerError, "500"},
 		{"502 from a proxy", respond(502, headers("Content-Type", "text/html"), "<html>Bad Gateway</html>"),
-			800 * time.Millisecond, transport.ReasonServerError, "502"},
+			400 * time.Millisecond, transport.ReasonServerError, "502"},
 		{"503 without Retry-After", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "shutting down", nil),
-			800 * time.Millisecond, transport.ReasonServerError, "503"},
+			400 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"503 Retry-After above the backoff", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "5"),
 			5 * time.Second, transport.ReasonServerError, "503"},
-		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonServerError, "503"},
+		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 400 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"504 Timeout", statusAnswer(504, metav1.StatusReasonTimeout, "request timed out", nil),
-			800 * time.Millisecond, transport.ReasonServerError, "504"},
+			400 * time.Millisecond, transport.ReasonServerError, "504"},
 		{"504 Timeout ResourceVersionTooLarge, Retry-After: 1",
 			statusAnswer(504, metav1.StatusReasonTimeout, "Too large resource version: 50, current: 42", rvTooLarge, "Retry-After", "1"),
 			time.Second, transport.ReasonServerError, "504"},
 		{"504 Status retryAfterSeconds only", statusAnswer(504, metav1.StatusReasonTimeout, "x", &metav1.StatusDetails{RetryAfterSeconds: 2}),
 			2 * time.Second, transport.ReasonServerError, "504"},
-		{"connection refused", fail(connError(syscall.ECONNREFUSED)), 800 * time.Millisecond, transport.ReasonConnection, "connection refused"},
-		{"connection reset", fail(connError(syscall.ECONNRESET)), 800 * time.Millisecond, transport.ReasonConnection, "connection reset"},
-		{"EOF before a response", fail(io.EOF), 800 * time.Millisecond, transport.ReasonConnection, "EOF"},
+		{"connection refused", fail(connError(syscall.ECONNREFUSED)), 400 * time.Millisecond, transport.ReasonConnection, "connection refused"},
+		{"connection reset", fail(connError(syscall.ECONNRESET)), 400 * time.Millisecond, transport.ReasonConnection, "connection reset"},
+		{"EOF before a response", fail(io.EOF), 400 * time.Millisecond, transport.ReasonConnection, "EOF"},
 		{"GOAWAY", fail(errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=3, ErrCode=NO_ERROR, debug=\"\"")),
-			800 * time.Millisecond, transport.ReasonConnection, "GOAWAY"},
+			400 * time.Millisecond, transport.ReasonConnection, "GOAWAY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,8 +189,11 @@ func TestWindowExhaustion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// No jitter: 0.8 + 1.6 + 3.2 + 6.4 + 12.8 + 5.2 (the rest of the 30s window).
-			wantCalls := 7
+			// At the draw of 0 a backoff wait is half its step: 0.4 + 0.8 +
+			// 1.6 + 3.2 + 6.4 + 12.8 + 4.8 (the rest of the 30s window). The
+			// 503's Retry-After: 1 raises the first two waits to 1s: 1 + 1 +
+			// 1.6 + 3.2 + 6.4 + 12.8 + 4. Either way 7 retries.
+			wantCalls := 8
 			if h.calls() != wantCalls {
 				t.Errorf("%d calls, want %d", h.calls(), wantCalls)
 			}
@@ -241,11 +246,11 @@ func TestWindowExhaustionOnConnectionFailures(t *testing.T) {
 			if !errors.As(err, &giveUp) {
 				t.Fatalf("err = %v (%T), want a *GiveUpError", err, err)
 			}
-			if giveUp.Last != tt.err || giveUp.Attempts != 5 || giveUp.Elapsed != 10*time.Second { //nolint:errorlint // the very same error
-				t.Errorf("GiveUpError = %+v, want Last %v after 5 attempts in 10s", giveUp, tt.err)
+			if giveUp.Last != tt.err || giveUp.Attempts != 6 || giveUp.Elapsed != 10*time.Second { //nolint:errorlint // the very same error
+				t.Errorf("GiveUpError = %+v, want Last %v after 6 attempts in 10s", giveUp, tt.err)
 			}
-			if h.calls() != 5 { // 0.8 + 1.6 + 3.2 + 4.4
-				t.Errorf("%d calls, want 5", h.calls())
+			if h.calls() != 6 { // half steps at the draw of 0: 0.4 + 0.8 + 1.6 + 3.2 + 4 (the rest of the window)
+				t.Errorf("%d calls, want 6", h.calls())
 			}
 			// As client-go sees it: http.Client wraps it in a *url.Error.
 			seen := &url.Error{Op: "Get", URL: host + listPath, Err: err}
@@ -258,7 +263,7 @@ func TestWindowExhaustionOnConnectionFailures(t *testing.T) {
 			if got := errors.Is(seen, syscall.ECONNREFUSED); got != tt.refused {
 				t.Errorf("errors.Is(ECONNREFUSED) = %v, want %v", got, tt.refused)
 			}
-			if strings.Contains(err.Error(), "giving up") || !strings.Contains(err.Error(), "5 attempts") {
+			if strings.Contains(err.Error(), "giving up") || !strings.Contains(err.Error(), "6 attempts") {
 				t.Errorf("message %q", err)
 			}
 		})
@@ -349,7 +354,8 @@ func TestFakeClockStepsThroughWaits(t *testing.T) {
 		}
 		done <- err
 	}()
-	for _, wait := range []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond} {
+	// Half steps at the harness's draw of 0: 400ms, then 800ms.
+	for _, wait := range []time.Duration{400 * time.Millisecond, 800 * time.Millisecond} {
 		waitingOn(clock)
 		clock.Step(wait - time.Millisecond)
 		if !clock.HasWaiters() {

@@ -2,8 +2,10 @@ package watchretry_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"reflect"
 	"strconv"
@@ -215,5 +217,54 @@ func TestAbsorbedErrorNotDeliveredInPlace(t *testing.T) {
 				t.Fatalf("read %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+// TestGoneAfterAnOutageIsHeld: a resume that meets refused dials and then a
+// 410 (a restarted apiserver) hands the 410 over after a hold drawn from the
+// backoff step the outage reached, so that a fleet's relists spread out as
+// client-go's reflector spreads them; a 410 straight after a cut is not held.
+func TestGoneAfterAnOutageIsHeld(t *testing.T) {
+	gone, _ := json.Marshal(errorStatus(410, metav1.StatusReasonExpired, 0))
+	// Rand 0.5: reopen at once, then 1.2s, 2.4s, 4.8s after the three
+	// refusals (the steps 0.8, 1.6, 3.2); the hold is half the 6.4s step
+	// reached.
+	held := []time.Duration{1200 * time.Millisecond, 2400 * time.Millisecond, 4800 * time.Millisecond, 3200 * time.Millisecond}
+	tests := []struct {
+		name     string
+		refused  int
+		inStream bool            // a 200 and an ERROR event 410, as kube-apiserver answers
+		want     []time.Duration // the clock's sleeps, in order
+	}{
+		{"410 after a cut: at once", 0, false, nil},
+		{"ERROR 410 after a cut: at once", 0, true, nil},
+		{"410 after three refused dials: held", 3, false, held},
+		{"ERROR 410 after three refused dials: held", 3, true, held},
+	}
+	for _, tt := range tests {
+		for _, ct := range encodings {
+			t.Run(tt.name+"/"+ct, func(t *testing.T) {
+				first := event(t, ct, watch.Added, configMap("a", "101"))
+				replies := []reply{{body: first, cut: true, cutAt: len(first)}}
+				for range tt.refused {
+					replies = append(replies, reply{connErr: refused})
+				}
+				if tt.inStream {
+					replies = append(replies, reply{body: event(t, ct, watch.Error, errorStatus(410, metav1.StatusReasonExpired, 0))})
+				} else {
+					replies = append(replies, reply{status: http.StatusGone, contentType: "application/json", body: gone})
+				}
+				h := newHarness(t, newServer(t, ct, replies...), nil)
+				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+				got := collect(t, w, 2)
+				w.Stop()
+				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+				if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, tt.want) {
+					t.Errorf("waited %v, want %v", sleeps, tt.want)
+				}
+			})
+		}
 	}
 }

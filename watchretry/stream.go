@@ -229,6 +229,9 @@ func (s *stream) onFrame(f *frame.Frame) {
 			return
 		}
 		// 410 Expired, any other code, or no resume point: the caller's.
+		if event.Code == http.StatusGone && !s.holdGone() {
+			return
+		}
 		s.pending = f.Raw
 		s.state = draining
 		return
@@ -314,6 +317,9 @@ func (s *stream) resume() {
 			s.finish(err)
 			return
 		}
+		if !s.holdGone() {
+			return
+		}
 		s.pending = event
 		s.finish(io.EOF)
 	default:
@@ -324,6 +330,23 @@ func (s *stream) resume() {
 		establish.DrainAndClose(resp.Body)
 		s.finish(io.EOF)
 	}
+}
+
+// holdGone waits before a 410 that ends a run of failures (a restarted
+// server's answer to the resume, typically) is handed over, so that a
+// fleet's relists spread out as client-go's reflector spreads them; see
+// policy.Tracker.Gone. It reports false when the caller ended the stream
+// during the wait: the stream is then done, with nothing more to read.
+func (s *stream) holdGone() bool {
+	hold := s.tracker.Gone()
+	if hold == 0 {
+		return true
+	}
+	if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), hold); err != nil {
+		s.finish(s.endError(io.EOF))
+		return false
+	}
+	return true
 }
 
 // intendedEnd reports whether a clean end of the server's stream is the end

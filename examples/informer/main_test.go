@@ -19,8 +19,11 @@ func TestRun(t *testing.T) {
 	if got.events == 0 || got.objects == 0 {
 		t.Fatalf("summary %+v: the informer saw nothing", got)
 	}
+	// A 410 that ends a run of failures is handed over after a hold (see
+	// policy.Tracker.Gone), so the relist after the last 410 may fall after
+	// the run ends; none may come without a 410.
 	st := server.Stats(userAgent)
-	if st.InitialStateFetches() != 1+st.Expired {
-		t.Fatalf("%d initial-state fetches with %d 410s (faults %v); want 1 + one per 410", st.InitialStateFetches(), st.Expired, st.Faults)
+	if fetches := st.InitialStateFetches(); fetches > 1+st.Expired || fetches < st.Expired {
+		t.Fatalf("%d initial-state fetches with %d 410s (faults %v); want 1 + one per 410", fetches, st.Expired, st.Faults)
 	}
 }

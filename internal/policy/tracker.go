@@ -238,8 +238,14 @@ func (t *Tracker) resetBackoff() {
 }
 
 // nextBackoff returns the next jittered exponential wait and grows the
-// step: InitialBackoff doubling up to MaxBackoff, plus up to 100% jitter
-// (client-go's numbers), starting over after BackoffReset without failures.
+// step. The step is client-go's (InitialBackoff doubling up to MaxBackoff,
+// starting over after BackoffReset without failures); the wait is drawn
+// from [step/2, 5·step/2): the mean of client-go's jitter (1.5 steps) with
+// twice its spread. The spread is what a fleet needs when a server comes
+// back: `make fleet` (BENCHMARKS.md) measured kretry's reopens, drawn from
+// client-go's own [step, 2·step), arriving as densely as client-go's
+// re-watches do, and kretry adds no wait of its own before the relists
+// that follow them.
 func (t *Tracker) nextBackoff(now time.Time) time.Duration {
 	cfg := t.policy.cfg
 	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= cfg.BackoffReset {
@@ -247,5 +253,30 @@ func (t *Tracker) nextBackoff(now time.Time) time.Duration {
 	}
 	t.lastFailure = now
 	base := t.backoff.Step()
-	return base + time.Duration(cfg.Rand()*float64(base))
+	return base/2 + time.Duration(cfg.Rand()*2*float64(base))
+}
+
+// Gone returns how long to hold a 410 that answered a resume before handing
+// it over, so that the relists of a fleet spread out after a server
+// restart: a draw from [0, step), step being the backoff the current run of
+// failures reached. It is zero when the run did not grow the backoff (a
+// resume straight after a cut, the usual way to learn of a compaction), and
+// when the hold would run into the caller's deadline.
+//
+// Why hold at all: client-go's reflector waits one step of its own backoff
+// before it relists, a step grown by every failed re-watch it saw. Behind
+// kretry it saw none (kretry absorbed them), so it would relist at once,
+// and a fleet whose resumes meet a restarted server would send its relists
+// right behind its reopens. The hold is the reflector's wait, restored.
+func (t *Tracker) Gone() time.Duration {
+	cfg := t.policy.cfg
+	step := t.backoff.Duration
+	if step <= cfg.InitialBackoff {
+		return 0
+	}
+	hold := time.Duration(cfg.Rand() * float64(step))
+	if !t.deadline.IsZero() && cfg.Clock.Now().Add(hold).After(t.deadline.Add(-deadlineMargin)) {
+		return 0
+	}
+	return hold
 }
