@@ -61,13 +61,15 @@ type result struct {
 	BytesServed    int64     `json:"bytes_served"`
 	Throttled      int64     `json:"throttled"`
 	Expired        int64     `json:"expired"`
-	CatchUp        float64   `json:"catch_up_seconds"` // -1: not every cache caught up in time
+	CatchUp        float64   `json:"catch_up_seconds"`      // -1: not every cache caught up in time
+	CatchUpHalf    float64   `json:"catch_up_half_seconds"` // until half the caches had caught up; -1: never
 	CachesEqual    int       `json:"caches_equal"`
 	Retries        int64     `json:"retries"`
 	BudgetRefusals int64     `json:"budget_refusals"`
 	FaultAt        float64   `json:"fault_at"`
 	FaultEnd       float64   `json:"fault_end"`
-	RPS            []float64 `json:"rps"` // per 100 ms bin from the start of the run, as requests per second
+	RPS            []float64 `json:"rps"`       // per 100 ms bin from the start of the run, as requests per second
+	FetchRPS       []float64 `json:"fetch_rps"` // the initial-state fetches among them
 }
 
 // member is one client of the fleet: an informer and what it has seen.
@@ -175,7 +177,7 @@ func runOne(ctx context.Context, sc scenario, kind clientKind, opts options) (re
 	faultEnd := time.Since(start)
 	target := srv.Write(0) // the first change after the fault: every cache must see it
 
-	catchUp := -1.0
+	catchUp, half := -1.0, -1.0
 	deadline := time.Now().Add(opts.settle)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		behind := 0
@@ -183,6 +185,9 @@ func runOne(ctx context.Context, sc scenario, kind clientKind, opts options) (re
 			if m.seen.Load() < target {
 				behind++
 			}
+		}
+		if half < 0 && behind <= len(members)/2 {
+			half = (time.Since(start) - faultEnd).Seconds()
 		}
 		if behind == 0 {
 			catchUp = (time.Since(start) - faultEnd).Seconds()
@@ -205,6 +210,7 @@ func runOne(ctx context.Context, sc scenario, kind clientKind, opts options) (re
 		Throttled:      after.throttled - before.throttled,
 		Expired:        after.expired - before.expired,
 		CatchUp:        catchUp,
+		CatchUpHalf:    half,
 		CachesEqual:    equal,
 		Retries:        counters.retries.Load(),
 		BudgetRefusals: counters.budgetRefusals.Load(),
@@ -214,6 +220,7 @@ func runOne(ctx context.Context, sc scenario, kind clientKind, opts options) (re
 	bins := int(end/binWidth) + 1
 	for i := 0; i < bins && i < len(counts.counts); i++ {
 		r.RPS = append(r.RPS, float64(counts.counts[i].Load())*float64(time.Second/binWidth))
+		r.FetchRPS = append(r.FetchRPS, float64(counts.fetches[i].Load())*float64(time.Second/binWidth))
 	}
 	// Peak and p99 from the fault on: the herd, not the fleet's start.
 	from := int(faultAt / binWidth)

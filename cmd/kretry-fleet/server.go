@@ -61,21 +61,27 @@ type serverStats struct {
 	bytesServed atomic.Int64
 }
 
-// bins counts request arrivals per 100 ms.
+// bins counts request arrivals per 100 ms: all of them, and the
+// initial-state fetches among them.
 type bins struct {
-	start  time.Time
-	counts []atomic.Int64
+	start   time.Time
+	counts  []atomic.Int64
+	fetches []atomic.Int64
 }
 
 const binWidth = 100 * time.Millisecond
 
 func newBins(start time.Time, span time.Duration) *bins {
-	return &bins{start: start, counts: make([]atomic.Int64, int(span/binWidth)+1)}
+	n := int(span/binWidth) + 1
+	return &bins{start: start, counts: make([]atomic.Int64, n), fetches: make([]atomic.Int64, n)}
 }
 
-func (b *bins) add(now time.Time) {
+func (b *bins) add(now time.Time, fetch bool) {
 	if i := int(now.Sub(b.start) / binWidth); i >= 0 && i < len(b.counts) {
 		b.counts[i].Add(1)
+		if fetch {
+			b.fetches[i].Add(1)
+		}
 	}
 }
 
@@ -225,17 +231,17 @@ func eventLine(kind string, obj any) []byte {
 
 func (s *server) handle(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
+	q := r.URL.Query()
+	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
+	watchList := watch && q.Get("sendInitialEvents") == "true"
 	s.stats.requests.Add(1)
 	if b := s.bins.Load(); b != nil {
-		b.add(now)
+		b.add(now, !watch || watchList)
 	}
 	if r.URL.Path != "/api/v1/namespaces/"+s.namespace+"/configmaps" || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return
 	}
-	q := r.URL.Query()
-	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
-	watchList := watch && q.Get("sendInitialEvents") == "true"
 	if s.overloaded.Load() {
 		s.tooManyRequests(w)
 		return
