@@ -262,6 +262,11 @@ func TestTooManyRequests(t *testing.T) {
 	}{
 		{"Retry-After is the wait", policy.Config{}, withRetryAfter(throttled, time.Second), 0,
 			seconds(1, 1, 1, 1, 1), false},
+		// client-go's rest client retries ten; past them, client-go's
+		// reflector backs off, and so does the wait (backoff at the lowest
+		// draw: 0.4, 0.8, 1.6, 3.2, 6.4).
+		{"past ten in a row: at least the backoff", policy.Config{}, withRetryAfter(throttled, time.Second), 0,
+			seconds(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1.6, 3.2, 6.4), false},
 		{"Retry-After jittered by up to 10%", policy.Config{}, withRetryAfter(throttled, 10*time.Second), 0.5,
 			seconds(10.5, 10.5), false},
 		{"Retry-After capped by the default MaxRetryAfter", policy.Config{}, withRetryAfter(throttled, time.Hour), 0,
@@ -305,6 +310,15 @@ func TestTooManyRequestsUnboundedByDefault(t *testing.T) {
 	}
 	if clock.Now().Sub(epoch) < time.Hour {
 		t.Errorf("only %v of virtual time passed", clock.Now().Sub(epoch))
+	}
+}
+
+func TestTooManyRequestsPacingRestartsOnProgress(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{}, 0)
+	waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, time.Second), 14) // the last waits 3.2s
+	tracker.Progress()
+	if got := tracker.Decide(withRetryAfter(throttled, time.Second)); got.Wait != time.Second {
+		t.Errorf("first 429 after progress waits %v, want the 1s named", got.Wait)
 	}
 }
 
