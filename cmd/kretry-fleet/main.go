@@ -36,7 +36,7 @@ func run(args []string, stdout io.Writer) error {
 	overload := flags.Duration("overload", 60*time.Second, "how long the overload scenario answers 429")
 	scenarios := flags.String("scenarios", "restart,lbdrop,overload", "scenarios to run, comma-separated: restart, lbdrop, overload")
 	kindList := flags.String("kinds", "client-go,kretry", "clients to run, comma-separated: client-go, kretry (the default retry budget), kretry-nobudget")
-	settle := flags.Duration("settle", 40*time.Second, "how long a run may take after its fault for every cache to catch up")
+	settle := flags.Duration("settle", 60*time.Second, "how long a run may take after its fault for every cache to catch up")
 	out := flags.String("json", "", "write every run's figures and request-rate series to this JSON file")
 	plot := flags.String("plot", "", "draw the restart and lbdrop request rates as a PNG (runs the nested module cmd/kretry-fleet/plot)")
 	if err := flags.Parse(args); err != nil {
