@@ -25,10 +25,13 @@
 //	--shutdown-timeout  how long requests in flight may take after SIGTERM/SIGINT (10s)
 //	--demo-fault-rate   demo server only: fault scenarios per second per client (0.2)
 //
-// It prints "Starting to serve on ADDRESS:PORT" as `kubectl proxy` does, serves /healthz and
-// /metrics itself, and on SIGTERM or SIGINT ends open watches cleanly (the client sees its
-// watch end after the last whole event, as when the API server ends one) and exits once the
-// other requests in flight are done; a second signal kills it.
+// It prints "Starting to serve on ADDRESS:PORT" as `kubectl proxy` does and serves /healthz
+// and /metrics itself: Prometheus metrics, kretry's own from github.com/kretry/kretry/metrics
+// (kretry_requests_total, kretry_retries_total and the rest) and the proxy's kretry_proxy_*
+// counters of requests served, sent upstream and refused, and of open watches (see package
+// proxy). On SIGTERM or SIGINT it ends open watches cleanly (the client sees its watch end
+// after the last whole event, as when the API server ends one) and exits once the other
+// requests in flight are done; a second signal kills it.
 //
 // The handler is k8s.io/kubectl/pkg/proxy's, so answers are those of `kubectl proxy`; see
 // package proxy for why, and for the checks in front of it. As with `kubectl proxy`, a

@@ -30,10 +30,21 @@
 //     Options.AllowUpgrades: 403.
 //   - With Options.ReadOnly, any method but GET: 405.
 //
-// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics (Prometheus
-// text: requests served and sent upstream by class and code, refusals, open watches) itself;
-// the API server's own /healthz and /metrics are not reachable through it (its /livez and
-// /readyz are).
+// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself; the API
+// server's own /healthz and /metrics are not reachable through it (its /livez and /readyz
+// are). /metrics serves one Prometheus registry of the proxy's own (client_golang's promhttp)
+// holding two sets of metrics:
+//   - kretry's, from package github.com/kretry/kretry/metrics, whose Observer is set in the
+//     transport.Config the proxy wraps its API transport with (joined with
+//     Options.Transport.Observer, if any): kretry_requests_total{verb,outcome},
+//     kretry_retries_total{verb,reason}, kretry_watch_resumes_total{reason},
+//     kretry_giveups_total{verb,reason}, kretry_retry_wait_seconds{verb} and
+//     kretry_budget_refusals_total{verb}.
+//   - the proxy's: kretry_proxy_requests_total{class,code} (requests served to clients),
+//     kretry_proxy_upstream_requests_total{class,code} (requests sent to the API server,
+//     kretry's retries and resumes included; code "error" for no response),
+//     kretry_proxy_refused_total{reason} and the gauge kretry_proxy_open_watches. class is
+//     list, watch, watch_list (a watch with sendInitialEvents), get or other.
 //
 // Shutdown ends open watches cleanly: each watch's context is cancelled, kretry's body then
 // reports a clean end after the last whole event, and the client sees its response end as if

@@ -2,16 +2,16 @@ package proxy
 
 import (
 	"bufio"
-	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	kretrymetrics "github.com/kretry/kretry/metrics"
 )
 
 // requestClass is what a request is, for the counters: the kinds kretry tells apart, with
@@ -77,31 +77,71 @@ func boolParam(query url.Values, name string) bool {
 	return true
 }
 
-// metrics are the proxy's counters, served in the Prometheus text format. They are the
-// proxy's own until kretry's metrics package lands; kretry's retries show as the difference
-// between what was sent upstream and what was served.
+// metrics are what the proxy serves on /metrics, all on one Prometheus registry of its own:
+// kretry's collectors (package github.com/kretry/kretry/metrics: kretry_requests_total,
+// kretry_retries_total, kretry_watch_resumes_total, kretry_giveups_total,
+// kretry_retry_wait_seconds, kretry_budget_refusals_total), told by the kretry transport
+// through its Observer, and the proxy's own:
+//
+//	kretry_proxy_requests_total{class,code}           requests served to clients (code "0": aborted before a status was sent)
+//	kretry_proxy_upstream_requests_total{class,code}  requests sent to the API server, kretry's retries and resumes included ("error": no response)
+//	kretry_proxy_refused_total{reason}                requests refused without asking the API server
+//	kretry_proxy_open_watches                         watches being served now
+//
+// class is list, watch, watch_list, get or other; reason is host, origin, upgrade, method or
+// shutdown. The difference between what was sent upstream and what was served is kretry's
+// work, which kretry's own collectors break down by verb and reason.
 type metrics struct {
-	mu             sync.Mutex
-	servedCounts   map[[2]string]uint64 // class, code
-	upstreamCounts map[[2]string]uint64 // class, code or "error"
-	refusals       map[string]uint64
-	openWatches    atomic.Int64
+	registry    *prometheus.Registry
+	kretry      *kretrymetrics.Metrics // the transport.Observer for kretry's collectors
+	served      *prometheus.CounterVec // class, code
+	upstreamReq *prometheus.CounterVec // class, code or "error"
+	refusals    *prometheus.CounterVec // reason
+	openWatches prometheus.Gauge
 }
 
-func newMetrics() *metrics {
-	return &metrics{servedCounts: map[[2]string]uint64{}, upstreamCounts: map[[2]string]uint64{}, refusals: map[string]uint64{}}
+func newMetrics() (*metrics, error) {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kretry_proxy_requests_total",
+			Help: "Requests served to clients, by class and HTTP status code.",
+		}, []string{"class", "code"}),
+		upstreamReq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kretry_proxy_upstream_requests_total",
+			Help: `Requests sent to the API server, kretry's retries and watch resumes included, by class and status code ("error": no response).`,
+		}, []string{"class", "code"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kretry_proxy_refused_total",
+			Help: "Requests the proxy refused without asking the API server, by reason.",
+		}, []string{"reason"}),
+		openWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kretry_proxy_open_watches",
+			Help: "Watches being served now.",
+		}),
+	}
+	// The reasons are a closed set: each is served from the start, at 0 until it happens.
+	for _, reason := range []string{refusedHost, refusedOrigin, refusedUpgrade, refusedMethod, refusedShutdown} {
+		m.refusals.WithLabelValues(reason)
+	}
+	for _, c := range []prometheus.Collector{m.served, m.upstreamReq, m.refusals, m.openWatches} {
+		if err := m.registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if m.kretry, err = kretrymetrics.New(m.registry); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-func (m *metrics) served(class requestClass, code int) {
-	m.mu.Lock()
-	m.servedCounts[[2]string{string(class), strconv.Itoa(code)}]++
-	m.mu.Unlock()
+func (m *metrics) servedOne(class requestClass, code int) {
+	m.served.WithLabelValues(string(class), strconv.Itoa(code)).Inc()
 }
 
 func (m *metrics) refused(reason string) {
-	m.mu.Lock()
-	m.refusals[reason]++
-	m.mu.Unlock()
+	m.refusals.WithLabelValues(reason).Inc()
 }
 
 // upstream is a transport wrapper counting every request below kretry, by class and outcome.
@@ -112,9 +152,7 @@ func (m *metrics) upstream(next http.RoundTripper) http.RoundTripper {
 		if err == nil {
 			outcome = strconv.Itoa(resp.StatusCode)
 		}
-		m.mu.Lock()
-		m.upstreamCounts[[2]string{string(classify(r)), outcome}]++
-		m.mu.Unlock()
+		m.upstreamReq.WithLabelValues(string(classify(r)), outcome).Inc()
 		return resp, err
 	})
 }
@@ -123,36 +161,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// ServeHTTP writes the counters in the Prometheus text exposition format, sorted.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	m.mu.Lock()
-	served, upstream, refusals := maps.Clone(m.servedCounts), maps.Clone(m.upstreamCounts), maps.Clone(m.refusals)
-	m.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	out := bufio.NewWriter(w)
-	defer out.Flush()
-	writeFamily(out, "kretry_proxy_requests_total", "counter",
-		"Requests served to clients, by class and HTTP status code.", served,
-		func(k [2]string) string { return fmt.Sprintf(`class=%q,code=%q`, k[0], k[1]) })
-	writeFamily(out, "kretry_proxy_upstream_requests_total", "counter",
-		`Requests sent to the API server, kretry's retries and watch resumes included, by class and status code ("error": no response).`, upstream,
-		func(k [2]string) string { return fmt.Sprintf(`class=%q,code=%q`, k[0], k[1]) })
-	writeFamily(out, "kretry_proxy_refused_total", "counter",
-		"Requests the proxy refused without asking the API server, by reason.", refusals,
-		func(reason string) string { return fmt.Sprintf(`reason=%q`, reason) })
-	fmt.Fprintf(out, "# HELP kretry_proxy_open_watches Watches being served now.\n# TYPE kretry_proxy_open_watches gauge\nkretry_proxy_open_watches %d\n", m.openWatches.Load())
-}
-
-func writeFamily[K comparable](out *bufio.Writer, name, kind, help string, counts map[K]uint64, labels func(K) string) {
-	fmt.Fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-	lines := make([]string, 0, len(counts))
-	for k, v := range counts {
-		lines = append(lines, fmt.Sprintf("%s{%s} %d\n", name, labels(k), v))
-	}
-	slices.Sort(lines)
-	for _, line := range lines {
-		out.WriteString(line)
-	}
+// handler serves the registry in the Prometheus exposition formats.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
 // statusRecorder remembers the status code of a response. It keeps the ResponseWriter's

@@ -33,7 +33,8 @@ type Options struct {
 	AllowUpgrades bool
 	// ReadOnly refuses every method but GET with 405.
 	ReadOnly bool
-	// Transport configures kretry; the zero value is the recommended setup.
+	// Transport configures kretry; the zero value is the recommended setup. Its Observer, if
+	// set, is told what kretry does alongside the kretry collectors the proxy serves on /metrics.
 	Transport transport.Config
 	// Keepalive is the TCP keep-alive period of upgraded connections, as `kubectl proxy
 	// --keepalive`; default 0: the system's.
@@ -63,11 +64,19 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{opts: opts, metrics: newMetrics()}
+	m, err := newMetrics()
+	if err != nil {
+		return nil, fmt.Errorf("kretry-proxy: %w", err)
+	}
+	s := &Server{opts: opts, metrics: m}
 	cfg = rest.CopyConfig(cfg)
 	// The first wrapper is the innermost: the upstream counter sees every attempt kretry makes.
 	cfg.Wrap(s.metrics.upstream)
-	cfg.Wrap(transport.Wrapper(opts.Transport))
+	// kretry tells its collectors on the proxy's registry what it does, and an Observer the
+	// caller set in Options.Transport too.
+	tc := opts.Transport
+	tc.Observer = transport.JoinObservers(s.metrics.kretry, tc.Observer)
+	cfg.Wrap(transport.Wrapper(tc))
 	cfg.Wrap(newlineAhead)
 	api, err := kubectlproxy.NewProxyHandler("/", nil, cfg, opts.Keepalive, false)
 	if err != nil {
@@ -77,7 +86,7 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", s.healthz)
-	mux.Handle("/metrics", s.metrics)
+	mux.Handle("/metrics", s.metrics.handler())
 	mux.Handle("/", http.HandlerFunc(s.serveAPI))
 	s.http = &http.Server{
 		Handler:           s.checkHost(mux),
@@ -142,15 +151,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 		r = r.WithContext(ctx)
-		s.metrics.openWatches.Add(1)
-		defer s.metrics.openWatches.Add(-1)
+		s.metrics.openWatches.Inc()
+		defer s.metrics.openWatches.Dec()
 	}
 	// The proxy's own credentials are the ones used (rest.TransportFor leaves a request's own
 	// Authorization header in place).
 	r.Header.Del("Authorization")
 	rec := &statusRecorder{ResponseWriter: w}
 	// Deferred: httputil.ReverseProxy aborts a response broken mid-body with a panic.
-	defer func() { s.metrics.served(class, rec.status()) }()
+	defer func() { s.metrics.servedOne(class, rec.status()) }()
 	s.api.ServeHTTP(rec, r)
 }
 

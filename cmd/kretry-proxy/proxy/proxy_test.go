@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kretry/kretry/transport"
 )
 
 // testTimeout bounds every wait for something that must happen; a correct proxy never comes
@@ -463,6 +465,22 @@ func TestWritesPassedThroughOnce(t *testing.T) {
 	}
 }
 
+// scrape returns what base's /metrics serves, in the Prometheus text format (labels sorted by
+// name, as client_golang writes them).
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp := get(t, context.Background(), base+"/metrics", nil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/metrics answered %s, Content-Type %q:\n%s", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+	return string(body)
+}
+
 // TestMetrics: served, upstream and refused requests are counted by class and code.
 func TestMetrics(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeList(w) })
@@ -476,19 +494,74 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	resp = get(t, context.Background(), base+"/metrics", nil)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, base)
 	for _, want := range []string{
 		`kretry_proxy_requests_total{class="list",code="200"} 2`,
 		`kretry_proxy_requests_total{class="get",code="200"} 1`,
 		`kretry_proxy_upstream_requests_total{class="list",code="200"} 2`,
 		`kretry_proxy_refused_total{reason="method"} 1`,
+		`kretry_proxy_refused_total{reason="host"} 0`,
 		`kretry_proxy_open_watches 0`,
 		`# TYPE kretry_proxy_requests_total counter`,
+		`# TYPE kretry_proxy_open_watches gauge`,
+		`kretry_requests_total{outcome="2xx",verb="list"} 2`,
 	} {
-		if !strings.Contains(string(body), want+"\n") {
+		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestMetricsOfARetriedList: a LIST answered 503 once and then 200 reaches the client as the
+// 200, and /metrics shows kretry's retry (kretry's collectors, told through the transport's
+// Observer) next to the proxy's own counters: one request served, two sent upstream.
+func TestMetricsOfARetriedList(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		call := calls
+		mu.Unlock()
+		if call == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`)
+			return
+		}
+		writeList(w)
+	})
+	// A short backoff, so that the retry comes at once.
+	base, _ := startProxy(t, up, Options{Transport: transport.Config{InitialBackoff: time.Millisecond}})
+	resp := get(t, context.Background(), base+"/api/v1/namespaces/ns/configmaps", nil)
+	var list struct{ Kind string }
+	err := json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || list.Kind != "ConfigMapList" {
+		t.Fatalf("LIST answered %s, %q (%v); want the 200 after the retry", resp.Status, list.Kind, err)
+	}
+	if n := len(up.seen()); n != 2 {
+		t.Fatalf("upstream saw %d requests, want 2 (the 503 and the retry)", n)
+	}
+	body := scrape(t, base)
+	for _, want := range []string{
+		`kretry_retries_total{reason="5xx",verb="list"} 1`,
+		`kretry_requests_total{outcome="5xx",verb="list"} 1`,
+		`kretry_requests_total{outcome="2xx",verb="list"} 1`,
+		`kretry_retry_wait_seconds_count{verb="list"} 1`,
+		`kretry_proxy_requests_total{class="list",code="200"} 1`,
+		`kretry_proxy_upstream_requests_total{class="list",code="503"} 1`,
+		`kretry_proxy_upstream_requests_total{class="list",code="200"} 1`,
+		`kretry_proxy_refused_total{reason="host"} 0`,
+		`kretry_proxy_open_watches 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	for _, unwanted := range []string{`kretry_giveups_total{`, `kretry_budget_refusals_total{`, `kretry_watch_resumes_total{`} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("/metrics has %s, want none after a retry that succeeded:\n%s", unwanted, body)
 		}
 	}
 }
