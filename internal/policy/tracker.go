@@ -110,12 +110,13 @@ func (t *Tracker) Decide(o Outcome) Decision {
 
 // pacedThrottles is how many 429s in a row are retried after the wait the
 // server named alone, as client-go's rest client retries them (its
-// maxRetries, 10). Past it the wait is also at least the backoff, as
-// client-go's reflector backs off once those retries are spent: a server
-// that keeps answering "Retry-After: 1" to a fleet is overloaded for longer
-// than a second, and a fleet that comes back every second for a minute sent
-// it 23% more requests than stock client-go did (`make fleet
-// FLEETFLAGS='-scenarios overload'`, BENCHMARKS.md).
+// maxRetries, 10). The one after them waits at least the backoff too, as
+// client-go's reflector backs off once before its rest client starts over,
+// and so on: a run of 429s is paced as stock client-go paces it. Without
+// the backoff, a fleet coming back every second through a 60 s overload sent
+// 23% more requests than stock client-go; with a backoff after every 429
+// past the tenth, a third as many, but its caches caught up a minute late
+// (`make fleet FLEETFLAGS='-scenarios overload'`, BENCHMARKS.md).
 const pacedThrottles = 10
 
 // deadlineMargin is how long before the caller's deadline a wait must end
@@ -152,8 +153,13 @@ func (t *Tracker) decide(o Outcome) Decision {
 		switch {
 		case !ok:
 			wait = t.nextBackoff(now)
-		case t.throttles > pacedThrottles:
-			wait = max(named, t.nextBackoff(now))
+		case t.throttles%(pacedThrottles+1) == 0:
+			// client-go's reflector's own wait, [step, 2·step): the server
+			// paces this run, so the spread nextBackoff adds for a server
+			// coming back is not needed, and would only leave some of a
+			// fleet waiting long after the server stopped throttling.
+			step := t.nextStep(now)
+			wait = max(named, step+time.Duration(cfg.Rand()*float64(step)))
 		}
 		if cfg.TooManyRequestsWindow <= 0 {
 			return Decision{Retry: true, Wait: wait}
@@ -264,13 +270,17 @@ func (t *Tracker) resetBackoff() {
 // re-watches do, and kretry adds no wait of its own before the relists
 // that follow them.
 func (t *Tracker) nextBackoff(now time.Time) time.Duration {
-	cfg := t.policy.cfg
-	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= cfg.BackoffReset {
+	step := t.nextStep(now)
+	return step/2 + time.Duration(t.policy.cfg.Rand()*2*float64(step))
+}
+
+// nextStep returns the next exponential step, unjittered, and grows it.
+func (t *Tracker) nextStep(now time.Time) time.Duration {
+	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= t.policy.cfg.BackoffReset {
 		t.resetBackoff()
 	}
 	t.lastFailure = now
-	base := t.backoff.Step()
-	return base/2 + time.Duration(cfg.Rand()*2*float64(base))
+	return t.backoff.Step()
 }
 
 // Gone returns how long to hold a 410 that answered a resume before handing

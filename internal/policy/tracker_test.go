@@ -262,11 +262,14 @@ func TestTooManyRequests(t *testing.T) {
 	}{
 		{"Retry-After is the wait", policy.Config{}, withRetryAfter(throttled, time.Second), 0,
 			seconds(1, 1, 1, 1, 1), false},
-		// client-go's rest client retries ten; past them, client-go's
-		// reflector backs off, and so does the wait (backoff at the lowest
-		// draw: 0.4, 0.8, 1.6, 3.2, 6.4).
-		{"past ten in a row: at least the backoff", policy.Config{}, withRetryAfter(throttled, time.Second), 0,
-			seconds(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1.6, 3.2, 6.4), false},
+		// client-go's rest client retries ten; then client-go's reflector
+		// backs off once, with its own jitter, and the rest client starts
+		// over: every eleventh wait is at least a step drawn from
+		// [step, 2·step) (at the highest draw: 1.5992, 3.1984, 6.3968).
+		{"every eleventh in a row: at least the backoff", policy.Config{}, withRetryAfter(throttled, time.Second), 0.999,
+			append(append(append(
+				repeat(1.0999, 10), seconds(1.5992)...), append(repeat(1.0999, 10), seconds(3.1984)...)...),
+				append(repeat(1.0999, 10), seconds(6.3968)...)...), false},
 		{"Retry-After jittered by up to 10%", policy.Config{}, withRetryAfter(throttled, 10*time.Second), 0.5,
 			seconds(10.5, 10.5), false},
 		{"Retry-After capped by the default MaxRetryAfter", policy.Config{}, withRetryAfter(throttled, time.Hour), 0,
@@ -314,12 +317,21 @@ func TestTooManyRequestsUnboundedByDefault(t *testing.T) {
 }
 
 func TestTooManyRequestsPacingRestartsOnProgress(t *testing.T) {
-	tracker, clock := newTracker(policy.Config{}, 0)
-	waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, time.Second), 14) // the last waits 3.2s
+	tracker, clock := newTracker(policy.Config{}, 0.999)
+	waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, time.Second), 15) // the eleventh waited the backoff
 	tracker.Progress()
-	if got := tracker.Decide(withRetryAfter(throttled, time.Second)); got.Wait != time.Second {
-		t.Errorf("first 429 after progress waits %v, want the 1s named", got.Wait)
+	waits, _ := waitsUntilGiveUp(tracker, clock, withRetryAfter(throttled, time.Second), 11)
+	if want := append(repeat(1.0999, 10), seconds(1.5992)...); !equalDurations(waits, want) {
+		t.Errorf("429s after progress wait %v, want %v: ten named, then the first backoff step", waits, want)
 	}
+}
+
+func repeat(s float64, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(s * float64(time.Second))
+	}
+	return out
 }
 
 func TestTooManyRequestsWindowRestartsOnProgress(t *testing.T) {
