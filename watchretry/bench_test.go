@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/jarcoal/httpmock"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	cborserializer "k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -23,6 +26,41 @@ import (
 	"github.com/kretry/kretry/watchretry"
 )
 
+// cborStream is a CBOR watch stream's content type (issue 12).
+const cborStream = "application/cbor-seq"
+
+// cborCodecs is scheme.Codecs with CBOR, as a clientset has them when
+// client-go's ClientsAllowCBOR gate is on.
+var cborCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cborserializer.NewSerializerInfo))
+
+// codecsFor returns the codecs and media type that write and read a
+// stream of contentType.
+func codecsFor(contentType string) (serializer.CodecFactory, string) {
+	if contentType == cborStream {
+		return cborCodecs, apiruntime.ContentTypeCBOR
+	}
+	return scheme.Codecs, strings.Split(contentType, ";")[0]
+}
+
+// benchEvent is event, and CBOR events as kube-apiserver writes them.
+func benchEvent(b *testing.B, contentType string, typ watch.EventType, cm *corev1.ConfigMap) []byte {
+	if contentType != cborStream {
+		return event(b, contentType, typ, cm)
+	}
+	codecs, mediaType := codecsFor(contentType)
+	info, _ := apiruntime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType)
+	raw, err := apiruntime.Encode(codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), cm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out bytes.Buffer
+	encoder := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(&out), info.StreamSerializer.Serializer)
+	if err := encoder.Encode(&metav1.WatchEvent{Type: string(typ), Object: apiruntime.RawExtension{Raw: raw}}); err != nil {
+		b.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 // benchStream is about 8 MiB of MODIFIED events of eventSize bytes each.
 func benchStream(b *testing.B, contentType string, eventSize int) ([]byte, int) {
 	cm := configMap("bench", "1000")
@@ -31,9 +69,9 @@ func benchStream(b *testing.B, contentType string, eventSize int) ([]byte, int) 
 	for len(stream) < 8<<20 {
 		cm.ResourceVersion = fmt.Sprint(1000 + events)
 		cm.Data["blob"] = ""
-		overhead := len(event(b, contentType, watch.Modified, cm))
+		overhead := len(benchEvent(b, contentType, watch.Modified, cm))
 		cm.Data["blob"] = strings.Repeat("x", max(0, eventSize-overhead))
-		stream = append(stream, event(b, contentType, watch.Modified, cm)...)
+		stream = append(stream, benchEvent(b, contentType, watch.Modified, cm)...)
 		events++
 	}
 	return stream, events
@@ -59,14 +97,14 @@ func resumingBody(b *testing.B, contentType string, stream []byte) io.ReadCloser
 
 // clientGoDecoder is the decoder client-go's rest client puts on a watch body.
 func clientGoDecoder(b *testing.B, contentType string, body io.ReadCloser) watch.Decoder {
-	mediaType := strings.Split(contentType, ";")[0]
-	info, ok := apiruntime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	codecs, mediaType := codecsFor(contentType)
+	info, ok := apiruntime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType)
 	if !ok || info.StreamSerializer == nil {
 		b.Fatalf("no stream serializer for %s", mediaType)
 	}
 	frames := info.StreamSerializer.Framer.NewFrameReader(body)
 	events := streaming.NewDecoder(frames, info.StreamSerializer.Serializer)
-	return restclientwatch.NewDecoder(events, scheme.Codecs.UniversalDeserializer())
+	return restclientwatch.NewDecoder(events, codecs.UniversalDeserializer())
 }
 
 // plainBody is a response body with nothing but Read, as net/http's is.
@@ -81,8 +119,8 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func BenchmarkWatchStream(b *testing.B) {
-	for _, ct := range encodings {
-		name := map[string]string{jsonStream: "json", protoStream: "protobuf"}[ct]
+	for _, ct := range append(encodings[:len(encodings):len(encodings)], cborStream) {
+		name := map[string]string{jsonStream: "json", protoStream: "protobuf", cborStream: "cbor"}[ct]
 		for _, size := range []int{1 << 10, 64 << 10} {
 			stream, events := benchStream(b, ct, size)
 			prefix := fmt.Sprintf("%s/%dKiB", name, size>>10)
