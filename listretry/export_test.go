@@ -3,12 +3,12 @@ package listretry
 import "io"
 
 // Held returns how many bytes of memory a LIST body returned by the
-// RoundTripper holds (its buffer's capacity), or -1 if it holds none: the
+// RoundTripper holds (its segments' capacity), or -1 if it holds none: the
 // body streams from the connection as it came.
 func Held(body io.ReadCloser) int {
 	switch b := body.(type) {
 	case *bufferedBody:
-		return cap(*b.buf)
+		return b.held.capacity()
 	case *partialBody:
 		return b.held
 	}

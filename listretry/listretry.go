@@ -57,40 +57,6 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return rt.client.Do(req, rt.policy.NewTracker(), rt.buffer)
 }
 
-// maxPooledBuffer bounds the buffers kept for reuse, so that one huge LIST
-// does not pin its memory in the pool.
-const maxPooledBuffer = 32 << 20
-
-// chunkSize is how much an unknown-length body's buffer grows at first.
-const chunkSize = 64 << 10
-
-// bufferPool holds *[]byte for LIST bodies. A buffer returns to it when the
-// caller closes the body; without reuse every LIST would cost a second copy
-// of its body in garbage.
-var bufferPool sync.Pool
-
-// getBuffer returns an empty buffer with a capacity of at least size and at
-// most limit bytes.
-func getBuffer(size, limit int) *[]byte {
-	if buf, ok := bufferPool.Get().(*[]byte); ok {
-		if c := cap(*buf); c >= size && c <= limit {
-			*buf = (*buf)[:0]
-			return buf
-		}
-		bufferPool.Put(buf)
-	}
-	buf := make([]byte, 0, size)
-	return &buf
-}
-
-func putBuffer(buf *[]byte) {
-	if cap(*buf) > maxPooledBuffer {
-		return
-	}
-	*buf = (*buf)[:0]
-	bufferPool.Put(buf)
-}
-
 // buffer reads a successful answer's body into memory, so that a body that
 // breaks mid-read is an attempt that failed, not a response already handed
 // to the caller. A read error is returned for the policy to judge.
@@ -106,109 +72,79 @@ func (rt *roundTripper) buffer(resp *http.Response) error {
 	if resp.ContentLength > rt.bufferSize {
 		return nil
 	}
-	// A declared length is read into one buffer of exactly that size; an
-	// unknown one into a buffer that grows up to the bound.
-	limit, size := int(rt.bufferSize), min(chunkSize, int(rt.bufferSize))
+	limit := int(rt.bufferSize)
 	if resp.ContentLength >= 0 {
-		limit, size = int(resp.ContentLength), int(resp.ContentLength)
+		limit = int(resp.ContentLength)
 	}
-	buf := getBuffer(size, limit)
-	whole, next, err := readBounded(resp.Body, buf, limit)
+	h, whole, next, err := readHeld(resp.Body, limit)
 	if err != nil {
-		putBuffer(buf)
 		return err
 	}
 	if whole {
 		// The whole body is here: release the connection now.
 		_ = resp.Body.Close()
-		resp.Body = newBufferedBody(buf)
+		resp.Body = &bufferedBody{held: h}
 		return nil
 	}
-	resp.Body = &partialBody{Reader: io.MultiReader(bytes.NewReader(*buf), bytes.NewReader(next), resp.Body), Closer: resp.Body, held: cap(*buf)}
+	readers := make([]io.Reader, 0, len(h.segments)+2)
+	for _, seg := range h.segments {
+		readers = append(readers, bytes.NewReader(seg))
+	}
+	readers = append(readers, bytes.NewReader(next), resp.Body)
+	resp.Body = &partialBody{Reader: io.MultiReader(readers...), Closer: resp.Body, held: h.capacity()}
 	return nil
-}
-
-// readBounded reads body into buf, growing it up to limit bytes and never
-// past. It reports whether the body ended within the limit. If it did not,
-// buf holds exactly limit bytes and next is the one byte read past them
-// (read to learn that the body goes on); the rest is still in body.
-func readBounded(body io.Reader, buf *[]byte, limit int) (whole bool, next []byte, err error) {
-	b := *buf
-	defer func() { *buf = b }()
-	for len(b) < limit {
-		if len(b) == cap(b) {
-			// Grow by hand: append's size classes would pass the limit.
-			grown := make([]byte, len(b), min(max(2*cap(b), chunkSize), limit))
-			copy(grown, b)
-			b = grown
-		}
-		n, err := body.Read(b[len(b):min(cap(b), limit)])
-		b = b[:len(b)+n]
-		switch {
-		case err == io.EOF:
-			return true, nil, nil
-		case err != nil:
-			return false, nil, err
-		}
-	}
-	var probe [1]byte
-	for {
-		n, err := body.Read(probe[:])
-		switch {
-		case n > 0:
-			return false, probe[:], nil
-		case err == io.EOF:
-			return true, nil, nil
-		case err != nil:
-			return false, nil, err
-		}
-	}
 }
 
 // errBodyClosed is what reading a buffered body after Close returns, as
 // net/http's bodies do.
 var errBodyClosed = errors.New("listretry: read on closed response body")
 
-// bufferedBody is a whole LIST body held in memory. Close hands the buffer
-// back for reuse; reads after Close fail rather than see a reused buffer.
+// bufferedBody is a whole LIST body held in memory. Close hands its
+// segments back for reuse; reads after Close fail rather than see a reused
+// segment.
 type bufferedBody struct {
-	mu     sync.Mutex
-	buf    *[]byte // nil once closed
-	reader bytes.Reader
+	mu   sync.Mutex
+	held *held // nil once closed
+	seg  int   // the segment being read
+	off  int   // the offset in it
 }
 
-func newBufferedBody(buf *[]byte) *bufferedBody {
-	body := &bufferedBody{buf: buf}
-	body.reader.Reset(*buf)
-	return body
-}
-
-// Read serves the buffered bytes.
+// Read serves the held bytes.
 func (b *bufferedBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.buf == nil {
+	if b.held == nil {
 		return 0, errBodyClosed
 	}
-	return b.reader.Read(p)
+	n := 0
+	for n < len(p) && b.seg < len(b.held.segments) {
+		c := copy(p[n:], b.held.segments[b.seg][b.off:])
+		n, b.off = n+c, b.off+c
+		if b.off == len(b.held.segments[b.seg]) {
+			b.seg, b.off = b.seg+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
-// Close returns the buffer to the pool; a second Close does nothing.
+// Close returns the segments to the pool; a second Close does nothing.
 func (b *bufferedBody) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.buf != nil {
-		b.reader.Reset(nil)
-		putBuffer(b.buf)
-		b.buf = nil
+	if b.held != nil {
+		b.held.release()
+		b.held = nil
 	}
 	return nil
 }
 
-// partialBody is a body past the buffer bound: the buffered head, then the
+// partialBody is a body past the buffer bound: the held head, then the
 // rest straight from the connection.
 type partialBody struct {
 	io.Reader
 	io.Closer
-	held int // the head's buffer capacity
+	held int // the head's segments' capacity
 }
