@@ -31,8 +31,8 @@ const (
 type Config struct {
 	// InitialBackoff is the first wait when the server names none.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the exponential step; the jitter (up to +100%, as
-	// client-go's) comes on top of it.
+	// MaxBackoff caps the exponential step; the wait is drawn from
+	// [step/2, 5·step/2) (see Tracker), so up to 2.5 times it.
 	MaxBackoff time.Duration
 	// BackoffReset is the quiet period after which the backoff starts
 	// again from InitialBackoff.
