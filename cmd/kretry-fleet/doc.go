@@ -2,7 +2,9 @@
 // ConfigMap informers in one process (each with its own clientset,
 // connections and rate limiter, as N controllers in N processes would
 // have), against a small in-process API server of its own, through three
-// faults, once per kind of client (stock client-go; kretry).
+// faults, once per kind of client (stock client-go; kretry with its
+// defaults; kretry with the retry budget off). docs/fleet-model.py is the
+// model of the restart scenario kretry's backoff defaults were chosen with.
 //
 //	go run ./cmd/kretry-fleet                         # N=1000, every scenario and client
 //	go run ./cmd/kretry-fleet -clients 100 -scenarios restart -plot fleet.png
@@ -28,10 +30,11 @@
 // Figures per run: peak and 99th-percentile requests per second arriving
 // at the server (100 ms bins, from the fault on), requests, initial-state
 // fetches (LISTs and watch-lists) and bytes served, 429s and 410s
-// answered, the time from the fault's end until every cache has the first
-// change made after it, caches equal to the server at the end, kretry's
-// retries and resumes, and retries the budget refused. -json writes them
-// with the request-rate series; -plot draws the series with gonum/plot
+// answered, the time from the fault's end until half and then every cache
+// has the first change made after it, caches equal to the server at the
+// end, kretry's retries and resumes, and retries the budget refused. -json
+// writes them with the request-rate series (all requests, and the
+// initial-state fetches among them); -plot draws the series with gonum/plot
 // from the nested module cmd/kretry-fleet/plot, which keeps gonum out of
 // kretry's go.mod.
 package main
