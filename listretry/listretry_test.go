@@ -115,13 +115,9 @@ func (s *server) requests() []*http.Request {
 	return append([]*http.Request(nil), s.asked...)
 }
 
-// atStep is the jitter draw at which a backoff wait is its step exactly:
-// waits are drawn from [step/2, 5·step/2), so step/2 + 2·0.25·step.
-const atStep = 0.25
-
 func newList(s *server, cfg listretry.Config) (http.RoundTripper, *fakeclock.Clock) {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cfg.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return atStep }})
+	cfg.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }})
 	return listretry.New(s.mock, cfg), clock
 }
 

@@ -89,7 +89,7 @@ func TestStormCounters(t *testing.T) {
 	}
 	storm := &script{answers: []func() (*http.Response, error){
 		s503, reset, s429, listOK, // a LIST through 503, reset and 429
-		s503, s503, s503, s503, // a LIST past its 2s window: waits 0.4, 0.8, then the 0.8s left
+		s503, s503, s503, // a LIST past its 2s window
 		oneEvent, s503, error500, s410, // a watch: broken, reopening answered 503, ERROR 500, then 410
 		oneEvent, s503, s503, // a watch of timeoutSeconds=2: broken, 503s until its deadline
 	}}
@@ -132,7 +132,7 @@ kretry_giveups_total{reason="deadline",verb="watch"} 1
 # TYPE kretry_requests_total counter
 kretry_requests_total{outcome="2xx",verb="list"} 1
 kretry_requests_total{outcome="429",verb="list"} 1
-kretry_requests_total{outcome="5xx",verb="list"} 7
+kretry_requests_total{outcome="5xx",verb="list"} 6
 kretry_requests_total{outcome="connection",verb="list"} 1
 kretry_requests_total{outcome="2xx",verb="watch"} 3
 kretry_requests_total{outcome="4xx",verb="watch"} 1
@@ -140,7 +140,7 @@ kretry_requests_total{outcome="5xx",verb="watch"} 3
 # HELP kretry_retries_total Retries and watch resumes kretry made, by verb and reason.
 # TYPE kretry_retries_total counter
 kretry_retries_total{reason="429",verb="list"} 1
-kretry_retries_total{reason="5xx",verb="list"} 5
+kretry_retries_total{reason="5xx",verb="list"} 4
 kretry_retries_total{reason="connection",verb="list"} 1
 kretry_retries_total{reason="5xx",verb="watch"} 2
 kretry_retries_total{reason="broken-body",verb="watch"} 2
@@ -157,17 +157,17 @@ kretry_watch_resumes_total{reason="error-event"} 1
 		t.Error(err)
 	}
 
-	// The waits, at the draw of 0 half a step: list 0.4, 0.8 and 1 (the
-	// 429's Retry-After), 0.4, 0.8 and 0.8 (the 1.6s step cut to the
-	// window's end), and 0.4 on the tiny budget; watch 0, 0.4 and 0.8, then
-	// 0 and 0.4.
+	// The waits: list 0.8, 0.8 (the reset, no answer: the 1.6s step drawn
+	// from [step/2, 5·step/2), its lowest) and 1 (the 429's Retry-After),
+	// 0.8 and 1.2, and 0.8 on the tiny budget; watch 0, 0.8 and 1.2, then 0
+	// and 0.8.
 	wantWaits := map[string]struct {
 		count   uint64
 		sum     float64
 		buckets map[float64]uint64 // cumulative, by upper bound
 	}{
-		"list":  {7, 4.6, map[float64]uint64{0: 0, 0.5: 3, 1: 7, 2: 7, 60: 7}},
-		"watch": {5, 1.6, map[float64]uint64{0: 2, 0.5: 4, 1: 5, 2: 5, 60: 5}},
+		"list":  {6, 5.4, map[float64]uint64{0: 0, 0.5: 0, 1: 5, 2: 6, 60: 6}},
+		"watch": {5, 2.8, map[float64]uint64{0: 2, 0.5: 2, 1: 4, 2: 5, 60: 5}},
 	}
 	families, err := registry.Gather()
 	if err != nil {
@@ -200,7 +200,7 @@ kretry_watch_resumes_total{reason="error-event"} 1
 	// one per retry and resume, in order.
 	wantCalls := []string{
 		"503 GET k8s.test", "<error> GET k8s.test", "429 GET k8s.test", // the first LIST
-		"503 GET k8s.test", "503 GET k8s.test", "503 GET k8s.test", // the LIST past its window
+		"503 GET k8s.test", "503 GET k8s.test", // the LIST past its window
 		"<error> GET k8s.test", "503 GET k8s.test", "500 GET k8s.test", // the first watch
 		"<error> GET k8s.test", "503 GET k8s.test", // the watch of timeoutSeconds=2
 		"503 GET k8s.test", // the tiny budget's one retry

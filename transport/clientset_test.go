@@ -116,18 +116,14 @@ func TestClientsetListThrough503s(t *testing.T) {
 func TestClientsetListGivesUpWithTheStatus(t *testing.T) {
 	server, lists := apiServer(t, 1000, unavailable)
 	clock := fakeclock.New(epoch)
-	// The draw is pinned: waits drawn from [step/2, 5·step/2) make the number
-	// of LISTs in the window vary from 3 to 5.
-	cs := clientset(t, server, transport.Wrapper(transport.Config{
-		Clock: clock, Rand: func() float64 { return 0 }, InternalErrorWindow: 5 * time.Second,
-	}))
+	cs := clientset(t, server, transport.Wrapper(transport.Config{Clock: clock, InternalErrorWindow: 5 * time.Second}))
 	_, err := cs.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
 	// client-go sees the server's own Status, and does not retry it again.
 	if !apierrors.IsServiceUnavailable(err) || err.Error() != "apiserver is shutting down" {
 		t.Errorf("List err = %v, want the server's 503 Status", err)
 	}
-	if n := lists.Load(); n != 5 { // half steps at the draw of 0: 0.4 + 0.8 + 1.6 + 2.2: 5 LISTs in 5s
-		t.Errorf("%d LISTs, want 5", n)
+	if n := lists.Load(); n != 4 { // 0.8 + 1.6 + 2.6: 4 LISTs in 5s
+		t.Errorf("%d LISTs, want 4", n)
 	}
 }
 
@@ -205,8 +201,8 @@ func TestClientsetGiveUpIsNotMultiplied(t *testing.T) {
 			if !errors.As(err, &giveUp) {
 				t.Fatalf("err = %v, want the give-up", err)
 			}
-			// Half steps at the draw of 0: 0.4 + 0.8 + 1.6 + 3.2 + 4 = the 10s
-			// window: 6 attempts, once.
+			// Refused connections: half steps at the draw of 0, 0.4 + 0.8 +
+			// 1.6 + 3.2 + 4 = the 10s window: 6 attempts, once.
 			if n := attempts.Load(); n != 6 {
 				t.Errorf("%d attempts reached the server, want the 6 of one window", n)
 			}

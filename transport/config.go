@@ -15,10 +15,12 @@ import (
 type Config struct {
 	// InitialBackoff is the first wait when the server names none; default 800ms.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the exponential backoff's step; default 30s. Each
-	// wait is drawn from [step/2, 5·step/2): client-go's mean (1.5 steps)
-	// with twice its spread, so that a fleet coming back after an outage
-	// does not come back in step (BENCHMARKS.md, "The fleet").
+	// MaxBackoff caps the exponential backoff's step; default 30s. As in
+	// client-go, a wait is drawn from [step, 2·step); after a failure
+	// without an answer (a refused or reset connection, a broken watch
+	// stream) from [step/2, 5·step/2): client-go's mean with twice its
+	// spread, so that a fleet that lost its server does not come back in
+	// step when it returns (BENCHMARKS.md, "The fleet").
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps a wait the server asks for with Retry-After or
 	// details.retryAfterSeconds; default 60s. A wait under a second counts

@@ -56,8 +56,7 @@ func ExampleConfig_observer() {
 		RetryBudget:         transport.RetryBudget{Ratio: 0.01, MinPerSecond: 0.1, Window: 10 * time.Second},
 		InternalErrorWindow: 5 * time.Second,
 		Clock:               fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), // waits take no time here
-		// The lowest jitter draw: a backoff wait is half its step.
-		Rand: func() float64 { return 0 },
+		Rand:                func() float64 { return 0 },
 	}))
 	pods := kubernetes.NewForConfigOrDie(cfg).CoreV1().Pods("default")
 	for range 2 {
@@ -67,7 +66,7 @@ func ExampleConfig_observer() {
 	fmt.Println("requests:", calls.Load())
 	// Output:
 	// attempt list 5xx
-	// retry list 5xx after 400ms
+	// retry list 5xx after 800ms
 	// attempt list 5xx
 	// budget refused list 5xx
 	// give-up list 5xx after 2 attempts

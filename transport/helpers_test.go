@@ -35,8 +35,7 @@ type attempt struct {
 }
 
 // harness is transport.New over httpmock, with a body counter between
-// them, on a virtual clock with the lowest jitter draw (0: a backoff wait
-// is half its step, a Retry-After wait exactly the one named).
+// them, on a virtual clock with no jitter.
 type harness struct {
 	t       *testing.T
 	mock    *httpmock.MockTransport

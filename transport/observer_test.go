@@ -81,7 +81,8 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 		{"a LIST through 503, a reset and a 429", transport.Config{}, listPath,
 			[]step{unavailable503, fail(connError(syscall.ECONNRESET)), inflight429, listOK},
 			[]string{
-				"attempt list 5xx 503", "retry list 5xx 503 wait=400ms",
+				"attempt list 5xx 503", "retry list 5xx 503 wait=800ms",
+				// no answer: the 1.6s step drawn from [step/2, 5·step/2), its lowest
 				"attempt list connection 0", "retry list connection 0 wait=800ms",
 				"attempt list 429 429", "retry list 429 429 wait=1s",
 				"attempt list 2xx 200",
@@ -89,34 +90,31 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 		{"a LIST past its window", transport.Config{InternalErrorWindow: 2 * time.Second}, listPath,
 			[]step{unavailable503},
 			[]string{
-				"attempt list 5xx 503", "retry list 5xx 503 wait=400ms",
 				"attempt list 5xx 503", "retry list 5xx 503 wait=800ms",
-				"attempt list 5xx 503", "retry list 5xx 503 wait=800ms", // the 1.6s step cut to the window's end
-				"attempt list 5xx 503", "giveup list 5xx attempts=4 elapsed=2s",
+				"attempt list 5xx 503", "retry list 5xx 503 wait=1.2s",
+				"attempt list 5xx 503", "giveup list 5xx attempts=3 elapsed=2s",
 			}},
 		{"a 404 is no give-up", transport.Config{}, listPath,
 			[]step{statusAnswer(404, metav1.StatusReasonNotFound, "x", nil)},
 			[]string{"attempt list 4xx 404"}},
 		{"a GET with RetryGets", transport.Config{RetryGets: true}, "/api/v1/namespaces/ns/pods/a",
 			[]step{unavailable503, listOK},
-			[]string{"attempt get 5xx 503", "retry get 5xx 503 wait=400ms", "attempt get 2xx 200"}},
+			[]string{"attempt get 5xx 503", "retry get 5xx 503 wait=800ms", "attempt get 2xx 200"}},
 		{"a watch resumed, its reopening refused until its timeoutSeconds", transport.Config{}, watchPath,
 			[]step{watchEvent, unavailable503},
 			[]string{
 				"attempt watch 2xx 200", "resume watch broken-body 0 wait=0s",
-				"attempt watch 5xx 503", "resume watch 5xx 503 wait=400ms",
 				"attempt watch 5xx 503", "resume watch 5xx 503 wait=800ms",
 				"attempt watch 5xx 503", "resume watch 5xx 503 wait=1.6s",
-				"attempt watch 5xx 503", "giveup watch deadline attempts=4 elapsed=2.8s", // 2.8s + 3.2s is past 5s less the 1s margin
+				"attempt watch 5xx 503", "giveup watch deadline attempts=3 elapsed=2.4s",
 			}},
 		{"a watch resumed into ERROR 500 events until its timeoutSeconds", transport.Config{}, watchPath,
 			[]step{watchEvent, errorEvent500},
 			[]string{
 				"attempt watch 2xx 200", "resume watch broken-body 0 wait=0s",
-				"attempt watch 2xx 200", "resume watch error-event 500 wait=400ms",
 				"attempt watch 2xx 200", "resume watch error-event 500 wait=800ms",
 				"attempt watch 2xx 200", "resume watch error-event 500 wait=1.6s",
-				"attempt watch 2xx 200", "giveup watch deadline attempts=4 elapsed=2.8s",
+				"attempt watch 2xx 200", "giveup watch deadline attempts=3 elapsed=2.4s",
 			}},
 		{"a watch resumed into a 410", transport.Config{}, watchPath,
 			[]step{watchEvent, gone410},
@@ -170,9 +168,9 @@ func TestRetryBudget(t *testing.T) {
 		t.Errorf("watch body %q: want the event, then the 410 as an ERROR event", body)
 	}
 	want := []string{
-		"attempt list 5xx 503", "retry list 5xx 503 wait=400ms",
 		"attempt list 5xx 503", "retry list 5xx 503 wait=800ms",
-		"attempt list 5xx 503", "refused list 5xx", "giveup list 5xx attempts=3 elapsed=1.2s",
+		"attempt list 5xx 503", "retry list 5xx 503 wait=1.6s",
+		"attempt list 5xx 503", "refused list 5xx", "giveup list 5xx attempts=3 elapsed=2.4s",
 		"attempt list 5xx 503", "refused list 5xx", "giveup list 5xx attempts=1 elapsed=0s",
 		"attempt list 429 429", "retry list 429 429 wait=1s",
 		"attempt list 2xx 200",
@@ -195,10 +193,8 @@ func TestRetryBudgetDisabled(t *testing.T) {
 		calls  int
 	}{
 		{"a tiny budget", transport.RetryBudget{Ratio: 0.001, MinPerSecond: 0.2, Window: 10 * time.Second}, 3},
-		// The whole window at the draw of 0 (half steps): 0.4 + 0.8 + 1.6 +
-		// 3.2 + 6.4 + 12.8 + 4.8 = 30s, 7 retries.
-		{"disabled", transport.RetryBudget{Ratio: 0.001, MinPerSecond: 0.2, Window: 10 * time.Second, Disabled: true}, 8},
-		{"the default", transport.RetryBudget{}, 8},
+		{"disabled", transport.RetryBudget{Ratio: 0.001, MinPerSecond: 0.2, Window: 10 * time.Second, Disabled: true}, 7},
+		{"the default", transport.RetryBudget{}, 7},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, transport.Config{RetryBudget: tt.budget, InternalErrorWindow: 30 * time.Second}, unavailable503)
@@ -232,6 +228,7 @@ func TestObserverSeesStreamGiveUps(t *testing.T) {
 		{"invalid frames past MaxInvalidFrames", transport.Config{MaxInvalidFrames: 2}, []step{eventThenGarbage, garbage}, true,
 			[]string{
 				"attempt watch 2xx 200", "resume watch invalid-frame 0 wait=0s",
+				// a break: the 800ms step drawn from [step/2, 5·step/2), its lowest
 				"attempt watch 2xx 200", "resume watch invalid-frame 0 wait=400ms",
 				"attempt watch 2xx 200", "giveup watch invalid-frame attempts=2 elapsed=400ms",
 			}},
@@ -240,8 +237,8 @@ func TestObserverSeesStreamGiveUps(t *testing.T) {
 			[]step{watchEvent, errorEvent500}, false,
 			[]string{
 				"attempt watch 2xx 200", "resume watch broken-body 0 wait=0s",
-				"attempt watch 2xx 200", "resume watch error-event 500 wait=400ms",
-				"attempt watch 2xx 200", "refused watch error-event", "giveup watch error-event attempts=2 elapsed=400ms",
+				"attempt watch 2xx 200", "resume watch error-event 500 wait=800ms",
+				"attempt watch 2xx 200", "refused watch error-event", "giveup watch error-event attempts=2 elapsed=800ms",
 			}},
 	}
 	for _, tt := range tests {

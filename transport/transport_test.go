@@ -37,8 +37,6 @@ func TestRetriedAnswers(t *testing.T) {
 		Causes:            []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}},
 		RetryAfterSeconds: 1,
 	}
-	// A backoff wait here is 400ms: the harness's draw of 0 is the lowest,
-	// half of the 800ms first step.
 	tests := []struct {
 		name       string
 		first      step
@@ -55,29 +53,31 @@ func TestRetriedAnswers(t *testing.T) {
 			2 * time.Second, transport.ReasonTooManyRequests, "429"},
 		{"429 Retry-After as an HTTP-date", respond(429, headers("Retry-After", epoch.Add(4*time.Second).Format(http.TimeFormat)), ""),
 			4 * time.Second, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
-		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After junk: backoff", respond(429, headers("Retry-After", "soon"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After negative: backoff", respond(429, headers("Retry-After", "-3"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+		{"429 Retry-After zero: backoff", respond(429, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
 		{"429 Retry-After huge: capped", respond(429, headers("Retry-After", "99999999999999999999"), ""), time.Minute, transport.ReasonTooManyRequests, "429"},
 		{"429 Status retryAfterSeconds negative: backoff",
 			statusAnswer(429, metav1.StatusReasonTooManyRequests, "x", &metav1.StatusDetails{RetryAfterSeconds: -1}),
-			400 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
+			800 * time.Millisecond, transport.ReasonTooManyRequests, "429"},
 		{"500 InternalError", statusAnswer(500, metav1.StatusReasonInternalError, "etcdserver: leader changed", nil),
-			400 * time.Millisecond, transport.ReasonServerError, "500"},
+			800 * time.Millisecond, transport.ReasonServerError, "500"},
 		{"502 from a proxy", respond(502, headers("Content-Type", "text/html"), "<html>Bad Gateway</html>"),
-			400 * time.Millisecond, transport.ReasonServerError, "502"},
+			800 * time.Millisecond, transport.ReasonServerError, "502"},
 		{"503 without Retry-After", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "shutting down", nil),
-			400 * time.Millisecond, transport.ReasonServerError, "503"},
+			800 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"503 Retry-After above the backoff", statusAnswer(503, metav1.StatusReasonServiceUnavailable, "x", nil, "Retry-After", "5"),
 			5 * time.Second, transport.ReasonServerError, "503"},
-		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 400 * time.Millisecond, transport.ReasonServerError, "503"},
+		{"503 Retry-After below the backoff", respond(503, headers("Retry-After", "0"), ""), 800 * time.Millisecond, transport.ReasonServerError, "503"},
 		{"504 Timeout", statusAnswer(504, metav1.StatusReasonTimeout, "request timed out", nil),
-			400 * time.Millisecond, transport.ReasonServerError, "504"},
+			800 * time.Millisecond, transport.ReasonServerError, "504"},
 		{"504 Timeout ResourceVersionTooLarge, Retry-After: 1",
 			statusAnswer(504, metav1.StatusReasonTimeout, "Too large resource version: 50, current: 42", rvTooLarge, "Retry-After", "1"),
 			time.Second, transport.ReasonServerError, "504"},
 		{"504 Status retryAfterSeconds only", statusAnswer(504, metav1.StatusReasonTimeout, "x", &metav1.StatusDetails{RetryAfterSeconds: 2}),
 			2 * time.Second, transport.ReasonServerError, "504"},
+		// No answer at all: the backoff is drawn from [step/2, 5·step/2),
+		// half the step at the draw of 0.
 		{"connection refused", fail(connError(syscall.ECONNREFUSED)), 400 * time.Millisecond, transport.ReasonConnection, "connection refused"},
 		{"connection reset", fail(connError(syscall.ECONNRESET)), 400 * time.Millisecond, transport.ReasonConnection, "connection reset"},
 		{"EOF before a response", fail(io.EOF), 400 * time.Millisecond, transport.ReasonConnection, "EOF"},
@@ -189,11 +189,8 @@ func TestWindowExhaustion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// At the draw of 0 a backoff wait is half its step: 0.4 + 0.8 +
-			// 1.6 + 3.2 + 6.4 + 12.8 + 4.8 (the rest of the 30s window). The
-			// 503's Retry-After: 1 raises the first two waits to 1s: 1 + 1 +
-			// 1.6 + 3.2 + 6.4 + 12.8 + 4. Either way 7 retries.
-			wantCalls := 8
+			// No jitter: 0.8 + 1.6 + 3.2 + 6.4 + 12.8 + 5.2 (the rest of the 30s window).
+			wantCalls := 7
 			if h.calls() != wantCalls {
 				t.Errorf("%d calls, want %d", h.calls(), wantCalls)
 			}
@@ -354,8 +351,10 @@ func TestFakeClockStepsThroughWaits(t *testing.T) {
 		}
 		done <- err
 	}()
-	// Half steps at the harness's draw of 0: 400ms, then 800ms.
-	for _, wait := range []time.Duration{400 * time.Millisecond, 800 * time.Millisecond} {
+	// EOF before a response (no answer: the 800ms step drawn from
+	// [step/2, 5·step/2), its lowest), then a 503 (client-go's draw of the
+	// 1.6s step, its lowest).
+	for _, wait := range []time.Duration{400 * time.Millisecond, 1600 * time.Millisecond} {
 		waitingOn(clock)
 		clock.Step(wait - time.Millisecond)
 		if !clock.HasWaiters() {

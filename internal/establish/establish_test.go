@@ -145,21 +145,19 @@ func TestTrackerSpansCalls(t *testing.T) {
 		t.Fatalf("Do = %v, %v", resp, err)
 	}
 	resp.Body.Close()
-	// Waits at the test's draw of 0 are half a step: 0.4 + 0.8 + 1.6, then
-	// the 0.2s left of the window: 5 attempts.
-	first := len(next.reqs)
+	first := len(next.reqs) // 0.8 + 1.6 + 0.6: 4 attempts
 	resp, err = client.Do(req, tracker, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if first != 5 || len(next.reqs) != 6 {
-		t.Errorf("attempts %d then %d, want 5 then 1 (window spent)", first, len(next.reqs)-first)
+	if first != 4 || len(next.reqs) != 5 {
+		t.Errorf("attempts %d then %d, want 4 then 1 (window spent)", first, len(next.reqs)-first)
 	}
 	tracker.Progress()
 	resp, _ = client.Do(req, tracker, nil)
 	resp.Body.Close()
-	if len(next.reqs) <= 6 {
+	if len(next.reqs) <= 5 {
 		t.Error("no retry after progress")
 	}
 	if clock.Now().IsZero() || closed != len(next.reqs) {

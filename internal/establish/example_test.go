@@ -33,7 +33,7 @@ func ExampleClient_Do() {
 	next := &flaky{}
 	client := &establish.Client{
 		Next:   next,
-		Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }}), // the lowest draw: half a step
+		Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }}),
 		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
 			fmt.Printf("retry %s after %s: wait %s\n", r.Path, r.Cause, r.Wait)
 		}},
@@ -51,8 +51,8 @@ func ExampleClient_Do() {
 	fmt.Println("status:", resp.StatusCode, string(body))
 	fmt.Println("slept:", clock.Sleeps())
 	// Output:
-	// retry /api/v1/pods after 503: wait 400ms
+	// retry /api/v1/pods after 503: wait 800ms
 	// attempts: 2
 	// status: 200 OK
-	// slept: [400ms]
+	// slept: [800ms]
 }

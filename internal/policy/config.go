@@ -31,8 +31,9 @@ const (
 type Config struct {
 	// InitialBackoff is the first wait when the server names none.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the exponential step; the wait is drawn from
-	// [step/2, 5·step/2) (see Tracker), so up to 2.5 times it.
+	// MaxBackoff caps the exponential step. The wait is drawn from
+	// [step, 2·step), client-go's draw, or from [step/2, 5·step/2) after a
+	// failure without an answer (see Tracker), so up to 2.5 times it.
 	MaxBackoff time.Duration
 	// BackoffReset is the quiet period after which the backoff starts
 	// again from InitialBackoff.

@@ -15,7 +15,7 @@ func ExampleTracker_Decide() {
 	p := policy.New(policy.Config{
 		InternalErrorWindow: 5 * time.Second,
 		Clock:               clock,
-		Rand:                func() float64 { return 0 }, // the lowest draw: half a step, for a stable output
+		Rand:                func() float64 { return 0 }, // no jitter, for a stable output
 	})
 	tracker := p.NewTracker()
 
@@ -37,10 +37,9 @@ func ExampleTracker_Decide() {
 	fmt.Println(tracker.Decide(policy.Outcome{Class: policy.ClassifyStatus(404)}))
 	// Output:
 	// {true 1s none}
-	// {true 400ms none}
 	// {true 800ms none}
 	// {true 1.6s none}
-	// {true 2.2s none}
+	// {true 2.6s none}
 	// {false 0s window}
 	// {false 0s none}
 }

@@ -50,6 +50,11 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// HasRetryAfter reports that the server named a usable wait.
 	HasRetryAfter bool
+	// NoAnswer is set when the attempt got no answer at all: the connection
+	// was refused, reset or closed, or timed out, before a response. The
+	// server may be gone, and every client that lost it will come back when
+	// it returns, so the backoff is drawn with a wider spread (see Tracker).
+	NoAnswer bool
 }
 
 // ClassifyStatus classifies an HTTP status code, or the code of a

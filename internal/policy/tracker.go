@@ -154,12 +154,7 @@ func (t *Tracker) decide(o Outcome) Decision {
 		case !ok:
 			wait = t.nextBackoff(now)
 		case t.throttles%(pacedThrottles+1) == 0:
-			// client-go's reflector's own wait, [step, 2·step): the server
-			// paces this run, so the spread nextBackoff adds for a server
-			// coming back is not needed, and would only leave some of a
-			// fleet waiting long after the server stopped throttling.
-			step := t.nextStep(now)
-			wait = max(named, step+time.Duration(cfg.Rand()*float64(step)))
+			wait = max(named, t.nextBackoff(now))
 		}
 		if cfg.TooManyRequestsWindow <= 0 {
 			return Decision{Retry: true, Wait: wait}
@@ -169,7 +164,12 @@ func (t *Tracker) decide(o Outcome) Decision {
 		if t.firstFailure.IsZero() {
 			t.firstFailure = now
 		}
-		wait := t.nextBackoff(now)
+		var wait time.Duration
+		if o.NoAnswer {
+			wait = t.spreadBackoff(now)
+		} else {
+			wait = t.nextBackoff(now)
+		}
 		named, _ := t.retryAfter(o)
 		wait = max(wait, named)
 		return fitWindow(now, t.firstFailure.Add(cfg.InternalErrorWindow), wait, named)
@@ -197,7 +197,7 @@ func (t *Tracker) Break() Decision {
 		t.progressed = false
 		return t.beforeDeadline(Decision{Retry: true})
 	}
-	return t.beforeDeadline(Decision{Retry: true, Wait: t.nextBackoff(now)})
+	return t.beforeDeadline(Decision{Retry: true, Wait: t.spreadBackoff(now)})
 }
 
 // Opened records that a watch stream (re)opened with a 200. If it then stays
@@ -261,15 +261,25 @@ func (t *Tracker) resetBackoff() {
 }
 
 // nextBackoff returns the next jittered exponential wait and grows the
-// step. The step is client-go's (InitialBackoff doubling up to MaxBackoff,
-// starting over after BackoffReset without failures); the wait is drawn
-// from [step/2, 5·step/2): the mean of client-go's jitter (1.5 steps) with
-// twice its spread. The spread is what a fleet needs when a server comes
-// back: `make fleet` (BENCHMARKS.md) measured kretry's reopens, drawn from
-// client-go's own [step, 2·step), arriving as densely as client-go's
-// re-watches do, and kretry adds no wait of its own before the relists
-// that follow them.
+// step: InitialBackoff doubling up to MaxBackoff, starting over after
+// BackoffReset without failures, and the wait drawn from [step, 2·step)
+// (client-go's numbers). Answers that say "later" (5xx, 429 without a
+// Retry-After) wait this.
 func (t *Tracker) nextBackoff(now time.Time) time.Duration {
+	step := t.nextStep(now)
+	return step + time.Duration(t.policy.cfg.Rand()*float64(step))
+}
+
+// spreadBackoff is nextBackoff drawn from [step/2, 5·step/2): client-go's
+// mean (1.5 steps) with twice its spread. Failures without an answer (a
+// refused or reset connection, a broken watch stream) wait this: they are
+// how a fleet meets a server that went away, and the whole fleet retries
+// until it comes back. `make fleet` (BENCHMARKS.md) measured kretry's
+// reopens, drawn as client-go draws them, arriving as densely as
+// client-go's re-watches, and with the relists that follow them a restarted
+// server met a higher peak than without kretry; with this spread and the
+// 410 hold (Gone), a lower one.
+func (t *Tracker) spreadBackoff(now time.Time) time.Duration {
 	step := t.nextStep(now)
 	return step/2 + time.Duration(t.policy.cfg.Rand()*2*float64(step))
 }

@@ -80,17 +80,15 @@ func TestBackoffSequence(t *testing.T) {
 		jitter float64
 		want   []time.Duration
 	}{
-		{"client-go's steps, the draw that waits the step", policy.Config{InternalErrorWindow: long}, atStep,
+		{"client-go numbers, no jitter", policy.Config{InternalErrorWindow: long}, 0,
 			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 30)},
-		{"the lowest draw: half the step", policy.Config{InternalErrorWindow: long}, 0,
-			seconds(0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 15, 15, 15)},
-		{"the middle draw: client-go's mean, 1.5 steps", policy.Config{InternalErrorWindow: long}, 0.5,
+		{"client-go numbers, half jitter", policy.Config{InternalErrorWindow: long}, 0.5,
 			seconds(1.2, 2.4, 4.8, 9.6, 19.2, 38.4, 45, 45)},
-		{"the highest draw: 2.5 steps, on top of the cap", policy.Config{InternalErrorWindow: long}, 0.999,
-			seconds(1.9984, 3.9968, 7.9936, 15.9872, 31.9744, 63.9488, 74.94, 74.94)},
-		{"custom initial and cap", policy.Config{InitialBackoff: time.Second, MaxBackoff: 5 * time.Second, InternalErrorWindow: long}, atStep,
+		{"jitter up to +100% on top of the cap", policy.Config{InternalErrorWindow: long}, 0.999,
+			seconds(1.5992, 3.1984, 6.3968, 12.7936, 25.5872, 51.1744, 59.97, 59.97)},
+		{"custom initial and cap", policy.Config{InitialBackoff: time.Second, MaxBackoff: 5 * time.Second, InternalErrorWindow: long}, 0,
 			seconds(1, 2, 4, 5, 5)},
-		{"cap below initial is raised to it", policy.Config{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second, InternalErrorWindow: long}, atStep,
+		{"cap below initial is raised to it", policy.Config{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second, InternalErrorWindow: long}, 0,
 			seconds(2, 2, 2)},
 	}
 	for _, tt := range tests {
@@ -120,7 +118,7 @@ func TestBackoffResetsAfterQuiet(t *testing.T) {
 			if tt.name == "custom reset" {
 				cfg.BackoffReset = 10 * time.Second
 			}
-			tracker, clock := newTracker(cfg, atStep)
+			tracker, clock := newTracker(cfg, 0)
 			waits, _ := waitsUntilGiveUp(tracker, clock, serverError, 3) // 0.8, 1.6, 3.2
 			if !equalDurations(waits, seconds(0.8, 1.6, 3.2)) {
 				t.Fatalf("waits = %v", waits)
@@ -144,12 +142,12 @@ func TestInternalErrorWindow(t *testing.T) {
 	}{
 		{"default 30s: the last backoff is cut to the window's end", policy.Config{}, serverError, 0.5,
 			seconds(1.2, 2.4, 4.8, 9.6, 12)},
-		{"waits of a step", policy.Config{}, serverError, atStep,
+		{"no jitter", policy.Config{}, serverError, 0,
 			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 5.2)},
-		{"short window", policy.Config{InternalErrorWindow: 2 * time.Second}, serverError, atStep,
+		{"short window", policy.Config{InternalErrorWindow: 2 * time.Second}, serverError, 0,
 			seconds(0.8, 1.2)},
 		{"Retry-After above the backoff is the wait", policy.Config{}, withRetryAfter(serverError, 5*time.Second), 0,
-			seconds(5, 5, 5, 5, 6.4)}, // backoff at the lowest draw: 0.4 ... 3.2, 6.4; then 5s > the 3.6s left
+			seconds(5, 5, 5, 6.4, 8.6)},
 		{"Retry-After past the window's end is not cut: give up", policy.Config{}, withRetryAfter(serverError, 20*time.Second), 0,
 			seconds(20)},
 		{"Retry-After beyond the window: no retry at all", policy.Config{}, withRetryAfter(serverError, 10*time.Minute), 0,
@@ -189,7 +187,7 @@ func TestInternalErrorWaitIsMaxOfBackoffAndRetryAfter(t *testing.T) {
 		jitter     float64
 		want       time.Duration
 	}{
-		{"server asks less than the backoff", 500 * time.Millisecond, atStep, 800 * time.Millisecond},
+		{"server asks less than the backoff", 500 * time.Millisecond, 0, 800 * time.Millisecond},
 		{"server asks more", 3 * time.Second, 0, 3 * time.Second},
 		{"both jittered: backoff 1.2s beats 1s+5%", time.Second, 0.5, 1200 * time.Millisecond},
 		{"both jittered: 5s+5% beats backoff", 5 * time.Second, 0.5, 5250 * time.Millisecond},
@@ -206,7 +204,7 @@ func TestInternalErrorWaitIsMaxOfBackoffAndRetryAfter(t *testing.T) {
 }
 
 func TestWindowIsMeasuredFromFirstFailureSinceProgress(t *testing.T) {
-	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, atStep)
+	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, 0)
 	// 0.8 + 1.6 + 3.2 = 5.6s into the window.
 	if waits, _ := waitsUntilGiveUp(tracker, clock, serverError, 3); len(waits) != 3 {
 		t.Fatalf("waits = %v", waits)
@@ -243,7 +241,7 @@ func TestWindowIsMeasuredFromFirstFailureSinceProgress(t *testing.T) {
 func TestProgressRestartsBackoff(t *testing.T) {
 	// Progress ends a run of failures and starts the backoff over, so that
 	// the next run is not spent in one capped wait.
-	tracker, clock := newTracker(policy.Config{}, atStep)
+	tracker, clock := newTracker(policy.Config{}, 0)
 	waitsUntilGiveUp(tracker, clock, serverError, 6) // 0.8 ... 25.6 → capped
 	tracker.Progress()
 	if got := tracker.Decide(serverError).Wait; got != 800*time.Millisecond {
@@ -278,13 +276,13 @@ func TestTooManyRequests(t *testing.T) {
 			seconds(5.25, 5.25), false},
 		{"saturated Retry-After is capped", policy.Config{}, withRetryAfter(throttled, maxDuration), 0,
 			seconds(60), false},
-		{"none named: backoff", policy.Config{}, throttled, atStep,
+		{"none named: backoff", policy.Config{}, throttled, 0,
 			seconds(0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30), false},
-		{"zero or negative named: backoff", policy.Config{}, withRetryAfter(throttled, -time.Second), atStep,
+		{"zero or negative named: backoff", policy.Config{}, withRetryAfter(throttled, -time.Second), 0,
 			seconds(0.8, 1.6), false},
 		{"window bounds Retry-After waits", policy.Config{TooManyRequestsWindow: 10 * time.Second}, withRetryAfter(throttled, 3*time.Second), 0,
 			seconds(3, 3, 3), true},
-		{"window cuts the last backoff", policy.Config{TooManyRequestsWindow: 10 * time.Second}, throttled, atStep,
+		{"window cuts the last backoff", policy.Config{TooManyRequestsWindow: 10 * time.Second}, throttled, 0,
 			seconds(0.8, 1.6, 3.2, 4.4), true},
 	}
 	for _, tt := range tests {
@@ -346,7 +344,7 @@ func TestTooManyRequestsWindowRestartsOnProgress(t *testing.T) {
 }
 
 func TestDeliver(t *testing.T) {
-	tracker, _ := newTracker(policy.Config{}, atStep)
+	tracker, _ := newTracker(policy.Config{}, 0)
 	if got := tracker.Decide(delivered); got.Retry || got.Wait != 0 {
 		t.Errorf("Decide(Deliver) = %+v, want hand over", got)
 	}
@@ -452,11 +450,10 @@ func TestRetryAfterUnderASecondIsNone(t *testing.T) {
 		outcome policy.Outcome
 		want    time.Duration
 	}{
-		// The backoff at the lowest draw is half a step: 400ms.
-		{"429 asking 400ms: the backoff", withRetryAfter(throttled, 400*time.Millisecond), 400 * time.Millisecond},
-		{"429 asking 999ms: the backoff", withRetryAfter(throttled, 999*time.Millisecond), 400 * time.Millisecond},
+		{"429 asking 400ms: the backoff", withRetryAfter(throttled, 400*time.Millisecond), 800 * time.Millisecond},
+		{"429 asking 999ms: the backoff", withRetryAfter(throttled, 999*time.Millisecond), 800 * time.Millisecond},
 		{"429 asking 1s: 1s", withRetryAfter(throttled, time.Second), time.Second},
-		{"503 asking 300ms: the backoff", withRetryAfter(serverError, 300*time.Millisecond), 400 * time.Millisecond},
+		{"503 asking 300ms: the backoff", withRetryAfter(serverError, 300*time.Millisecond), 800 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -545,9 +542,8 @@ func TestDeadline(t *testing.T) {
 		outcome *policy.Outcome
 		want    policy.Decision
 	}{
-		// The backoff at the lowest draw is half a step: 400ms.
-		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Retry: true, Wait: 400 * time.Millisecond}},
-		{"a backoff ending less than a second before it", 1300 * time.Millisecond, &serverError, policy.Decision{Stopped: policy.StoppedByDeadline}},
+		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Retry: true, Wait: 800 * time.Millisecond}},
+		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{Stopped: policy.StoppedByDeadline}},
 		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Stopped: policy.StoppedByDeadline}},
 		{"a Retry-After: 10 before it", 12 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Retry: true, Wait: 10 * time.Second}},
 		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{Stopped: policy.StoppedByDeadline}},
@@ -605,6 +601,33 @@ func TestGone(t *testing.T) {
 			}
 			if got := tracker.Gone(); got != tt.want {
 				t.Errorf("Gone() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNoAnswerBackoffIsSpread: a failure without an answer (a refused or
+// reset connection) waits client-go's steps drawn from [step/2, 5·step/2),
+// where an answer that says "later" (a 503) waits client-go's own draw,
+// [step, 2·step) (TestBackoffSequence).
+func TestNoAnswerBackoffIsSpread(t *testing.T) {
+	noAnswer := policy.Outcome{Class: policy.InternalError, NoAnswer: true}
+	long := policy.Config{InternalErrorWindow: 24 * time.Hour}
+	tests := []struct {
+		name   string
+		jitter float64
+		want   []time.Duration
+	}{
+		{"the lowest draw: half the step", 0, seconds(0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 15, 15)},
+		{"the draw that waits the step", atStep, seconds(0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30)},
+		{"the middle draw: client-go's mean, 1.5 steps", 0.5, seconds(1.2, 2.4, 4.8, 9.6, 19.2, 38.4, 45, 45)},
+		{"the highest draw: 2.5 steps", 0.999, seconds(1.9984, 3.9968, 7.9936, 15.9872, 31.9744, 63.9488, 74.94, 74.94)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(long, tt.jitter)
+			if waits, _ := waitsUntilGiveUp(tracker, clock, noAnswer, len(tt.want)); !equalDurations(waits, tt.want) {
+				t.Errorf("waits = %v, want %v", waits, tt.want)
 			}
 		})
 	}
