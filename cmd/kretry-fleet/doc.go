@@ -28,7 +28,8 @@
 //     429 (Retry-After: 1) for -overload (60 s).
 //
 // Figures per run: peak and 99th-percentile requests per second arriving
-// at the server (100 ms bins, from the fault on), requests, initial-state
+// at the server (one-second windows sliding by 100 ms, from the fault on)
+// and the busiest 100 ms bin, requests, initial-state
 // fetches (LISTs and watch-lists) and bytes served, 429s and 410s
 // answered, the time from the fault's end until half and then every cache
 // has the first change made after it, caches equal to the server at the

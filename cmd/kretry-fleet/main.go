@@ -111,16 +111,17 @@ func run(args []string, stdout io.Writer) error {
 
 // printTable writes one row per run.
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "\n%-9s %-14s %6s %9s %9s %9s %7s %11s %6s %6s %9s %10s %9s %8s %8s\n",
-		"scenario", "client", "N", "peak r/s", "p99 r/s", "requests", "LISTs", "bytes", "429s", "410s", "half", "catch-up", "cache==", "retries", "refused")
+	fmt.Fprintf(w, "\n%-9s %-14s %6s %9s %9s %9s %9s %7s %11s %6s %6s %9s %10s %9s %8s %8s\n",
+		"scenario", "client", "N", "peak r/s", "p99 r/s", "burst r/s", "requests", "LISTs", "bytes", "429s", "410s", "half", "catch-up", "cache==", "retries", "refused")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-9s %-14s %6d %9.0f %9.0f %9d %7d %11s %6d %6d %9s %10s %9s %8d %8d\n",
-			r.Scenario, r.Kind, r.Clients, r.PeakRPS, r.P99RPS, r.Requests, r.Fetches, bytesString(r.BytesServed),
+		fmt.Fprintf(w, "%-9s %-14s %6d %9.0f %9.0f %9.0f %9d %7d %11s %6d %6d %9s %10s %9s %8d %8d\n",
+			r.Scenario, r.Kind, r.Clients, r.PeakRPS, r.P99RPS, r.PeakBurst, r.Requests, r.Fetches, bytesString(r.BytesServed),
 			r.Throttled, r.Expired, seconds(r.CatchUpHalf), seconds(r.CatchUp), fmt.Sprintf("%d/%d", r.CachesEqual, r.Clients),
 			r.Retries, r.BudgetRefusals)
 	}
 	fmt.Fprintln(w, `
-r/s: requests arriving at the server per second, in 100 ms bins, from the fault to the end of the run (peak and 99th percentile).
+r/s: requests arriving at the server in one second (windows sliding by 100 ms), from the fault to the end of the run: the busiest
+window and the 99th percentile. burst: the busiest 100 ms bin, as requests per second.
 LISTs: initial-state fetches (LISTs and watch-lists). catch-up: from the fault's end until every cache had the first change made after it;
 half: until half of them had.
 cache==: caches equal to the server after the writer stopped. retries: kretry's retries and resumes. refused: retries the budget refused.`)
