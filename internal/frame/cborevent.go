@@ -202,7 +202,29 @@ func (f *cborFields) metadata(b []byte, i int, fields *cborEventFields) (int, bo
 // after the map.
 func (f *cborFields) eachPair(b []byte, i int, read func(key cborSpan, value int) (int, bool)) (int, bool) {
 	i = skipSelfDescribed(b, i)
-	if i < 0 || b[i]>>5 != cborMap {
+	if i < 0 {
+		return i, false
+	}
+	return f.walkMap(b, i, read)
+}
+
+// eachEntry walks a map[string]string at b[i] as a map decode does: keys and
+// values are strings (a null value is ""), no key twice. It returns the
+// offset after the map.
+func (f *cborFields) eachEntry(b []byte, i int, entry func(key, value cborSpan)) (int, bool) {
+	return f.walkMap(b, i, func(key cborSpan, next int) (int, bool) {
+		value, i, ok := cborString(b, next)
+		if ok {
+			entry(key, value)
+		}
+		return i, ok
+	})
+}
+
+// walkMap walks the map at b[i]: every key a string of valid UTF-8, none
+// twice, each value read by read (see eachPair).
+func (f *cborFields) walkMap(b []byte, i int, read func(key cborSpan, value int) (int, bool)) (int, bool) {
+	if b[i]>>5 != cborMap {
 		return i, false
 	}
 	base := len(f.keys)
@@ -216,30 +238,6 @@ func (f *cborFields) eachPair(b []byte, i int, read func(key cborSpan, value int
 		if i, ok = read(key, next); !ok {
 			return i, false
 		}
-	}
-	return mapEnd(b, i, count), f.noDuplicates(b, base)
-}
-
-// eachEntry walks a map[string]string at b[i] as a map decode does: keys and
-// values are strings (a null value is ""), no key twice. It returns the
-// offset after the map.
-func (f *cborFields) eachEntry(b []byte, i int, entry func(key, value cborSpan)) (int, bool) {
-	if b[i]>>5 != cborMap {
-		return i, false
-	}
-	base := len(f.keys)
-	defer func() { f.keys = f.keys[:base] }()
-	count, i := cborCount(b, i)
-	for n := 0; count < 0 && b[i] != cborBreak || n < count; n++ {
-		key, next, ok := cborKey(b, i)
-		if !ok || !f.newKey(b, base, key) {
-			return i, false
-		}
-		var value cborSpan
-		if value, i, ok = cborString(b, next); !ok {
-			return i, false
-		}
-		entry(key, value)
 	}
 	return mapEnd(b, i, count), f.noDuplicates(b, base)
 }
