@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/report"
 )
 
 // printTable writes the final comparison: one row per measure, one column per client,
@@ -32,7 +33,7 @@ func printTable(out io.Writer, res *result) {
 
 	row("", func(c clientResult) string { return c.name })
 	row("initial-state fetches", func(c clientResult) string { return fmt.Sprint(c.fetches) })
-	row("  bytes they cost", func(c clientResult) string { return bytesLabel(c.fetchBytes) })
+	row("  bytes they cost", func(c clientResult) string { return report.Bytes(c.fetchBytes) })
 	row("watches that ended", func(c clientResult) string {
 		if c.raw {
 			if c.ended {
@@ -61,7 +62,7 @@ func printTable(out io.Writer, res *result) {
 	if !res.real {
 		row("  answered 429 or 503", func(c clientResult) string { return fmt.Sprint(c.rejected) })
 	}
-	row("bytes received", func(c clientResult) string { return bytesLabel(c.bytes) })
+	row("bytes received", func(c clientResult) string { return report.Bytes(c.bytes) })
 	row("kretry retries + resumes", func(c clientResult) string {
 		if !c.kretry {
 			return "-"
@@ -117,7 +118,7 @@ func verdict(res *result) string {
 	switch {
 	case kretry.fetches < stock.fetches:
 		fmt.Fprintf(&b, "kretry's informer fetched the full state %d× against the stock one's %d× (%s vs %s)",
-			kretry.fetches, stock.fetches, bytesLabel(kretry.fetchBytes), bytesLabel(stock.fetchBytes))
+			kretry.fetches, stock.fetches, report.Bytes(kretry.fetchBytes), report.Bytes(stock.fetchBytes))
 	case kretry.fetches == stock.fetches:
 		fmt.Fprintf(&b, "both informers fetched the full state %d×", kretry.fetches)
 	default:
@@ -178,16 +179,6 @@ func faultsLabel(kinds map[demoserver.FaultKind]int64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-func bytesLabel(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func roundDuration(d time.Duration) time.Duration {

@@ -3,16 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/kretry/kretry/internal/report"
 )
 
 // timeline is what --plot draws: per client, requests, initial-state fetches and lag
@@ -121,20 +119,12 @@ func (tl *timeline) writeJSON(w io.Writer) error {
 	return json.NewEncoder(w).Encode(tl)
 }
 
-// plot draws the timeline as a PNG at path with the plotter module, which lives in its
-// own go.mod so that gonum/plot stays out of kretry's: it runs `go run` in that module's
-// directory, so --plot needs the go tool and a kretry checkout (as `go run
-// ./cmd/kretry-demo` has).
+// plot draws the timeline as a PNG at path with the plotter module beside
+// this command's source (report.Plot): --plot needs the go tool and a
+// kretry checkout, as `go run ./cmd/kretry-demo` has.
 func plot(ctx context.Context, tl *timeline, path string, title string, stderr io.Writer) error {
-	dir, err := plotterDir()
-	if err != nil {
-		return err
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("--plot runs the plotter with the go tool: %w", err)
-	}
-	out, err := filepath.Abs(path)
+	_, source, _, _ := runtime.Caller(0)
+	dir, err := report.PlotModule(source)
 	if err != nil {
 		return err
 	}
@@ -150,23 +140,5 @@ func plot(ctx context.Context, tl *timeline, path string, title string, stderr i
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, goTool, "run", ".", "-in", data.Name(), "-out", out, "-title", title)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("plotter (go run in %s): %w", dir, err)
-	}
-	return nil
-}
-
-// plotterDir finds cmd/kretry-demo/plot beside this source file.
-func plotterDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if ok {
-		dir := filepath.Join(filepath.Dir(file), "plot")
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-	}
-	return "", errors.New("--plot needs the plotter module in cmd/kretry-demo/plot: run the demo from a kretry checkout (go run ./cmd/kretry-demo)")
+	return report.Plot(ctx, dir, data.Name(), path, title, stderr)
 }

@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/kretry/kretry/internal/report"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -115,7 +114,7 @@ func printTable(w io.Writer, results []result) {
 		"scenario", "client", "N", "peak r/s", "p99 r/s", "burst r/s", "requests", "LISTs", "bytes", "429s", "410s", "half", "catch-up", "cache==", "retries", "refused")
 	for _, r := range results {
 		fmt.Fprintf(w, "%-9s %-14s %6d %9.0f %9.0f %9.0f %9d %7d %11s %6d %6d %9s %10s %9s %8d %8d\n",
-			r.Scenario, r.Kind, r.Clients, r.PeakRPS, r.P99RPS, r.PeakBurst, r.Requests, r.Fetches, bytesString(r.BytesServed),
+			r.Scenario, r.Kind, r.Clients, r.PeakRPS, r.P99RPS, r.PeakBurst, r.Requests, r.Fetches, report.Bytes(r.BytesServed),
 			r.Throttled, r.Expired, seconds(r.CatchUpHalf), seconds(r.CatchUp), fmt.Sprintf("%d/%d", r.CachesEqual, r.Clients),
 			r.Retries, r.BudgetRefusals)
 	}
@@ -135,41 +134,15 @@ func seconds(s float64) string {
 	return fmt.Sprintf("%.1fs", s)
 }
 
-func bytesString(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// drawPlot runs the nested plot module, which keeps gonum/plot out of
-// kretry's go.mod.
+// drawPlot draws the runs in the JSON file in as the PNG out, with the
+// plot module beside this command's source.
 func drawPlot(ctx context.Context, in, out, title string) error {
-	abs, err := filepath.Abs(out)
+	_, source, _, _ := runtime.Caller(0)
+	dir, err := report.PlotModule(source)
 	if err != nil {
 		return err
 	}
-	absIn, err := filepath.Abs(in)
-	if err != nil {
-		return err
-	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.CommandContext(ctx, goTool, "run", ".", "-in", absIn, "-out", abs, "-title", title)
-	cmd.Dir = filepath.Join(sourceDir(), "plot")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
-}
-
-// sourceDir is this command's source directory, where go run found it.
-func sourceDir() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "cmd/kretry-fleet"
-	}
-	return filepath.Dir(file)
+	return report.Plot(ctx, dir, in, out, title, os.Stderr)
 }
 
 // kinds are the clients a run can be made with.
