@@ -33,12 +33,20 @@ type upstream struct {
 
 func newUpstream(t *testing.T, handle http.HandlerFunc) *upstream {
 	t.Helper()
+	return newCountingUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) { handle(w, r) })
+}
+
+// newCountingUpstream is newUpstream whose handler is also told which request this is,
+// counting from 1.
+func newCountingUpstream(t *testing.T, handle func(call int, w http.ResponseWriter, r *http.Request)) *upstream {
+	t.Helper()
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.requests = append(u.requests, r.Clone(context.Background()))
+		call := len(u.requests)
 		u.mu.Unlock()
-		handle(w, r)
+		handle(call, w, r)
 	}))
 	t.Cleanup(u.Close)
 	return u
@@ -176,13 +184,7 @@ func TestFlushPerFrame(t *testing.T) {
 // reopens the watch at the first event's resourceVersion and the client's one response goes
 // on, with the torn event whole.
 func TestWatchResumedUnderneath(t *testing.T) {
-	var mu sync.Mutex
-	calls := 0
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		call := calls
-		mu.Unlock()
+	up := newCountingUpstream(t, func(call int, w http.ResponseWriter, r *http.Request) {
 		startWatch(w)
 		if call == 1 {
 			io.WriteString(w, event(6)+event(7)[:20])
@@ -516,13 +518,7 @@ func TestMetrics(t *testing.T) {
 // 200, and /metrics shows kretry's retry (kretry's collectors, told through the transport's
 // Observer) next to the proxy's own counters: one request served, two sent upstream.
 func TestMetricsOfARetriedList(t *testing.T) {
-	var mu sync.Mutex
-	calls := 0
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		call := calls
-		mu.Unlock()
+	up := newCountingUpstream(t, func(call int, w http.ResponseWriter, r *http.Request) {
 		if call == 1 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
