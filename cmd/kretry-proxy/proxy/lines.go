@@ -9,13 +9,14 @@ import (
 // newlineAhead is a transport wrapper, above kretry, that sends the newline ending each event
 // of a JSON watch stream together with the event.
 //
-// kretry hands over each whole event as soon as it has it, but keeps the separator that
-// follows it until the next event arrives (separators are read with the frame they precede).
-// client-go decodes JSON objects and does not mind; line-oriented clients do: the Python
-// client's watch.stream (iter_resp_lines) and client-node's Watch (readline) see an event only
-// once its newline came, so they would run one event behind and never see the last event of a
-// quiet watch. The bytes the client gets are the same, only sooner; once kretry sends the
-// newline with its event this wrapper changes nothing.
+// kretry hands over each whole event as soon as it has it, with the newline after it when
+// that newline came in the same read; one that arrives later (the server's write split at the
+// brace) travels with the next event. client-go decodes JSON objects and does not mind;
+// line-oriented clients do: the Python client's watch.stream (iter_resp_lines) and
+// client-node's Watch (readline) see an event only once its newline came, so they would wait
+// for the next event, and for the last one of a quiet watch forever. The bytes the client gets
+// are the same, only sooner; when kretry already sent the newline this wrapper changes
+// nothing but the scan.
 func newlineAhead(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(r)
