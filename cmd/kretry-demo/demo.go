@@ -61,6 +61,10 @@ func faultKinds() []demoserver.FaultKind {
 	return kinds
 }
 
+// extendAtLeast is the shortest extension of a run whose informers have not all had
+// their compaction when it ends (see run).
+const extendAtLeast = 5 * time.Second
+
 // schedule is when the faults for several clients come: the waves of the rolling
 // upgrade, evenly spread, then the informers' compaction, in a run of n+2 equal parts.
 func (o options) schedule() (rollouts []time.Duration, compaction time.Duration) {
@@ -189,7 +193,19 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	sample := time.NewTicker(100 * time.Millisecond)
 	defer sample.Stop()
 	nextLine := start.Add(time.Second)
-	for now := start; now.Before(end) && ctx.Err() == nil; {
+	// An informer still recovering from a fault when the run ends has not had its
+	// compaction yet: the writer goes on, without new faults, until each has had it,
+	// for at most a further half of the run (never less than extendAtLeast).
+	extendUntil := end.Add(max(opts.duration/2, extendAtLeast))
+	extended := false
+	compacting := func() bool { return tgt.server != nil && (!compaction.IsZero() || len(compactPending) > 0) }
+	for now := start; ctx.Err() == nil && (now.Before(end) || compacting() && now.Before(extendUntil)); {
+		if !extended && !now.Before(end) {
+			extended = true
+			tgt.server.StopFaults()
+			fmt.Fprintf(out, "  %s: faults stop; the writer goes on until every informer has had its compaction (at most %s)\n",
+				opts.duration, extendUntil.Sub(end))
+		}
 		select {
 		case <-ctx.Done():
 		case now = <-sample.C:

@@ -50,7 +50,10 @@ every client with the faults of a real cluster, squeezed into a short run:
   the informers, after the last wave (4/5 of --duration by default), once caught up
     compaction (410)        the watch closes and its resourceVersion is compacted: the
                             one fault where a relist is the right answer (a 410 ends a
-                            raw watch with or without kretry, so raw watchers get none)
+                            raw watch with or without kretry, so raw watchers get none);
+                            an informer not caught up by the end gets it in an extension
+                            of the run (the writer on, no other faults) of up to half of
+                            --duration (at least 5s)
 
 The table at the end leads with initial-state fetches (and the bytes they cost), watches
 that ended, changes missed and time to recover, and ends with a verdict. --plot draws
