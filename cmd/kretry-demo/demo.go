@@ -61,9 +61,9 @@ func faultKinds() []demoserver.FaultKind {
 	return kinds
 }
 
-// extendAtLeast is the shortest extension of a run whose informers have not all had
-// their compaction when it ends (see run).
-const extendAtLeast = 5 * time.Second
+// maxExtension bounds the extension of a run whose informers have not all had their
+// compaction when it ends (see run).
+const maxExtension = 5 * time.Second
 
 // schedule is when the faults for several clients come: the waves of the rolling
 // upgrade, evenly spread, then the informers' compaction, in a run of n+2 equal parts.
@@ -195,8 +195,8 @@ func run(ctx context.Context, opts options, out io.Writer) (*result, error) {
 	nextLine := start.Add(time.Second)
 	// An informer still recovering from a fault when the run ends has not had its
 	// compaction yet: the writer goes on, without new faults, until each has had it,
-	// for at most a further half of the run (never less than extendAtLeast).
-	extendUntil := end.Add(max(opts.duration/2, extendAtLeast))
+	// for at most maxExtension.
+	extendUntil := end.Add(maxExtension)
 	extended := false
 	compacting := func() bool { return tgt.server != nil && (!compaction.IsZero() || len(compactPending) > 0) }
 	for now := start; ctx.Err() == nil && (now.Before(end) || compacting() && now.Before(extendUntil)); {

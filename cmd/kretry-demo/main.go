@@ -52,8 +52,7 @@ every client with the faults of a real cluster, squeezed into a short run:
                             one fault where a relist is the right answer (a 410 ends a
                             raw watch with or without kretry, so raw watchers get none);
                             an informer not caught up by the end gets it in an extension
-                            of the run (the writer on, no other faults) of up to half of
-                            --duration (at least 5s)
+                            of the run (the writer on, no other faults) of up to 5s
 
 The table at the end leads with initial-state fetches (and the bytes they cost), watches
 that ended, changes missed and time to recover, and ends with a verdict. --plot draws
