@@ -130,10 +130,16 @@ func (t *Tracker) SetDeadline(deadline time.Time) { t.deadline = deadline }
 
 // beforeDeadline refuses a retry whose wait would run into the deadline.
 func (t *Tracker) beforeDeadline(d Decision) Decision {
-	if d.Retry && !t.deadline.IsZero() && t.policy.cfg.Clock.Now().Add(d.Wait).After(t.deadline.Add(-deadlineMargin)) {
+	if d.Retry && t.pastDeadline(d.Wait) {
 		return Decision{Stopped: StoppedByDeadline}
 	}
 	return d
+}
+
+// pastDeadline reports whether a wait from now would end less than
+// deadlineMargin before the caller's deadline, if there is one.
+func (t *Tracker) pastDeadline(wait time.Duration) bool {
+	return !t.deadline.IsZero() && t.policy.cfg.Clock.Now().Add(wait).After(t.deadline.Add(-deadlineMargin))
 }
 
 func (t *Tracker) decide(o Outcome) Decision {
@@ -312,7 +318,7 @@ func (t *Tracker) Gone() time.Duration {
 		return 0
 	}
 	hold := time.Duration(cfg.Rand() * float64(step))
-	if !t.deadline.IsZero() && cfg.Clock.Now().Add(hold).After(t.deadline.Add(-deadlineMargin)) {
+	if t.pastDeadline(hold) {
 		return 0
 	}
 	return hold
