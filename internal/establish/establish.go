@@ -48,7 +48,8 @@ type Client struct {
 // context's error, or, if the wait was for a 429, that 429's answer.
 // req itself is never modified.
 func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
-	return c.do(req, tracker, handle, nil, nil)
+	resp, _, err := c.do(req, tracker, handle, nil)
+	return resp, err
 }
 
 // Run is the failure run a watch reopening belongs to, for the hooks.
@@ -65,14 +66,12 @@ type Run struct {
 // attempts, retries and give-ups are reported as a resume's, counted from
 // the run's start. It also returns how many requests it sent.
 func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, run Run) (*http.Response, int, error) {
-	var attempts int
-	resp, err := c.do(req, tracker, nil, &run, &attempts)
-	return resp, attempts, err
+	return c.do(req, tracker, nil, &run)
 }
 
-// do is Do; resume is the run of a watch reopening, else nil, and
-// attempts, if set, gets the number of requests sent.
-func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run, attempts *int) (*http.Response, error) {
+// do is Do, and also returns the number of requests sent; resume is the
+// run of a watch reopening, else nil.
+func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run) (*http.Response, int, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
@@ -106,26 +105,23 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	attempt.RequestURI = ""
 	retryableReq, err := retryablehttp.FromRequest(&attempt)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if handle != nil {
 		retryableReq.SetResponseHandler(handle)
 	}
 	resp, err := retryable.Do(retryableReq)
-	if attempts != nil {
-		*attempts = loop.attempts
-	}
 	switch {
 	case err == nil:
-		return resp, nil
+		return resp, loop.attempts, nil
 	case loop.throttled != nil && req.Context().Err() != nil:
 		// The caller's deadline cut a 429 wait: what it needs to hear is
 		// the server's "too many requests", not its own deadline.
-		return loop.throttled.response(), nil
+		return loop.throttled.response(), loop.attempts, nil
 	case loop.gaveUp:
-		return nil, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err}
+		return nil, loop.attempts, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err}
 	}
-	return nil, err
+	return nil, loop.attempts, err
 }
 
 // loop is the state of one Do call shared by the retryablehttp hooks. It is
