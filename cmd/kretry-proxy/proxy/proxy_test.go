@@ -483,6 +483,16 @@ func scrape(t *testing.T, base string) string {
 	return string(body)
 }
 
+// hasLines fails t for each of lines not found, newline-terminated, in the /metrics body.
+func hasLines(t *testing.T, body string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", line, body)
+		}
+	}
+}
+
 // TestMetrics: served, upstream and refused requests are counted by class and code.
 func TestMetrics(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeList(w) })
@@ -497,7 +507,7 @@ func TestMetrics(t *testing.T) {
 	}
 	resp.Body.Close()
 	body := scrape(t, base)
-	for _, want := range []string{
+	hasLines(t, body,
 		`kretry_proxy_requests_total{class="list",code="200"} 2`,
 		`kretry_proxy_requests_total{class="get",code="200"} 1`,
 		`kretry_proxy_upstream_requests_total{class="list",code="200"} 2`,
@@ -507,11 +517,7 @@ func TestMetrics(t *testing.T) {
 		`# TYPE kretry_proxy_requests_total counter`,
 		`# TYPE kretry_proxy_open_watches gauge`,
 		`kretry_requests_total{outcome="2xx",verb="list"} 2`,
-	} {
-		if !strings.Contains(body, want+"\n") {
-			t.Errorf("/metrics lacks %q:\n%s", want, body)
-		}
-	}
+	)
 }
 
 // TestMetricsOfARetriedList: a LIST answered 503 once and then 200 reaches the client as the
@@ -540,7 +546,7 @@ func TestMetricsOfARetriedList(t *testing.T) {
 		t.Fatalf("upstream saw %d requests, want 2 (the 503 and the retry)", n)
 	}
 	body := scrape(t, base)
-	for _, want := range []string{
+	hasLines(t, body,
 		`kretry_retries_total{reason="5xx",verb="list"} 1`,
 		`kretry_requests_total{outcome="5xx",verb="list"} 1`,
 		`kretry_requests_total{outcome="2xx",verb="list"} 1`,
@@ -550,11 +556,7 @@ func TestMetricsOfARetriedList(t *testing.T) {
 		`kretry_proxy_upstream_requests_total{class="list",code="200"} 1`,
 		`kretry_proxy_refused_total{reason="host"} 0`,
 		`kretry_proxy_open_watches 0`,
-	} {
-		if !strings.Contains(body, want+"\n") {
-			t.Errorf("/metrics lacks %q:\n%s", want, body)
-		}
-	}
+	)
 	for _, unwanted := range []string{`kretry_giveups_total{`, `kretry_budget_refusals_total{`, `kretry_watch_resumes_total{`} {
 		if strings.Contains(body, unwanted) {
 			t.Errorf("/metrics has %s, want none after a retry that succeeded:\n%s", unwanted, body)
