@@ -3,21 +3,48 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 30s
 
-.PHONY: test unit vet fmtcheck bench fuzz demo fleet apiserver record e2e e2e-deps
+.PHONY: test unit vet fmtcheck bench fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff
 
-# Commands that are modules of their own (to keep their dependencies out of the library's go.mod).
-SUBMODULES := cmd/kretry-proxy examples/controller-runtime metrics cmd/kretry-demo/plot cmd/kretry-fleet/plot
+# Modules of their own (to keep their dependencies out of the library's go.mod): every module
+# the root go.work uses but the root, which builds them against this checkout; and the release
+# tool, a module outside the workspace. See RELEASING.md.
+SUBMODULES   := $(patsubst $(CURDIR)/%,%,$(filter-out $(CURDIR),$(shell $(GO) list -m -f '{{.Dir}}')))
+TOOLMODULES  := tools/release
+RELEASE      := cd tools/release && GOWORK=off $(GO) run .
+VERSION      ?= $(shell $(RELEASE) version)
 
-## test: vet, gofmt check, unit tests with -race, then the e2e suite against a real kube-apiserver.
-test: vet fmtcheck unit e2e
+## test: vet, gofmt check, unit tests with -race, a rehearsed release, then the e2e suite
+## against a real kube-apiserver.
+test: vet fmtcheck unit release-check e2e
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
+	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); done
 
 vet:
 	$(GO) vet $(PKGS)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) vet ./...); done
+
+## release-check: rehearse releasing every module at VERSION (default: the version the go.mod
+## files require) through a file-system module proxy, then build a consumer of the library and
+## the metrics module and `go install` kretry-proxy from it, outside the repository.
+release-check:
+	$(RELEASE) check $(VERSION)
+
+## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
+bump:
+	$(RELEASE) bump $(VERSION)
+
+## tidy: go mod tidy in every module of the workspace (go mod tidy alone is not workspace-aware).
+tidy:
+	$(RELEASE) tidy
+
+## apidiff: API changes of the released modules since a git ref (make apidiff BASE=v0.1.0).
+apidiff:
+	@test -n "$(BASE)" || { echo "make apidiff BASE=<git ref>"; exit 2; }
+	$(RELEASE) apidiff $(BASE)
 
 fmtcheck:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \

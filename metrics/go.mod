@@ -3,7 +3,7 @@ module github.com/kretry/kretry/metrics
 go 1.26.0
 
 require (
-	github.com/kretry/kretry v0.0.0
+	github.com/kretry/kretry v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/client-go v0.37.2
 )
@@ -38,5 +38,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
-
-replace github.com/kretry/kretry => ..

@@ -3,8 +3,8 @@ module github.com/kretry/kretry/cmd/kretry-proxy
 go 1.26.0
 
 require (
-	github.com/kretry/kretry v0.0.0
-	github.com/kretry/kretry/metrics v0.0.0
+	github.com/kretry/kretry v0.1.0
+	github.com/kretry/kretry/metrics v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -48,8 +48,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The library and its metrics module from this checkout: kretry-proxy is released with them.
-replace github.com/kretry/kretry => ../..
-
-replace github.com/kretry/kretry/metrics => ../../metrics

@@ -48,6 +48,7 @@ type options struct {
 	retryGets       bool
 	shutdownTimeout time.Duration
 	demoFaultRate   float64
+	printVersion    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
 	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "demo server only: fault scenarios per second per client")
+	fs.BoolVar(&o.printVersion, "version", false, "print the module version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -94,6 +96,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.printVersion {
+		fmt.Fprintln(stdout, "kretry-proxy", version())
+		return nil
 	}
 	cfg, closeTarget, err := target(o, stdout)
 	if err != nil {

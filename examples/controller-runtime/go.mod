@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/kretry/kretry v0.0.0
-	github.com/kretry/kretry/metrics v0.0.0
+	github.com/kretry/kretry v0.1.0
+	github.com/kretry/kretry/metrics v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -71,7 +71,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/kretry/kretry => ../..
-
-replace github.com/kretry/kretry/metrics => ../../metrics

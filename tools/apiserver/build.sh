@@ -7,6 +7,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${KRETRY_APISERVER_BIN:-$root/.apiserver/bin}"
 go="${GO:-go}"
+# A module of its own, outside the repository's go.work: its dependency graph stays its own.
+export GOWORK=off
 stamp="$bin/go.sum.sha256"
 
 want="$(sha256sum "$here/go.sum" | cut -d' ' -f1)"
