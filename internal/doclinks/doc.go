@@ -4,5 +4,7 @@
 // .apiserver, node_modules and testdata) and fails on a relative link or image
 // whose file does not exist, and on a #fragment that names no heading of the
 // Markdown file it points into, with GitHub's rules for heading anchors.
-// Links to other sites are not followed: the check needs no network.
+// Links to other sites are not followed: the check needs no network. Outside a
+// git checkout (in the module cache, without the nested modules the pages link
+// into) the test skips.
 package doclinks
