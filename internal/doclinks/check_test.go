@@ -15,20 +15,11 @@ import (
 // broken links on purpose).
 var skippedDirs = map[string]bool{".git": true, ".apiserver": true, "node_modules": true, "testdata": true}
 
-// pendingTargets are root-relative files the documentation links to that are
-// written on another branch. A link to one passes while it is missing; once
-// the file exists the check fails until its entry is removed here, so the
-// exemption cannot outlive its reason.
-var pendingTargets = map[string]bool{
-	"RELEASING.md": true, // how a release is cut: lands with the lockstep module versions
-}
-
 var external = regexp.MustCompile(`^(?:[A-Za-z][A-Za-z0-9+.-]*:|//)`)
 
 // check reads every Markdown file of fsys and returns one line per broken
-// link ("file:line: target: what is wrong"), sorted. pending lists files that
-// may be missing (see pendingTargets).
-func check(fsys fs.FS, pending map[string]bool) ([]string, error) {
+// link ("file:line: target: what is wrong"), sorted.
+func check(fsys fs.FS) ([]string, error) {
 	docs := map[string]document{} // Markdown files by root-relative path
 	err := fs.WalkDir(fsys, ".", func(name string, entry fs.DirEntry, err error) error {
 		if err != nil {
@@ -56,14 +47,9 @@ func check(fsys fs.FS, pending map[string]bool) ([]string, error) {
 	var problems []string
 	for name, doc := range docs {
 		for _, l := range doc.links {
-			if msg := checkLink(fsys, docs, name, l.target, pending); msg != "" {
+			if msg := checkLink(fsys, docs, name, l.target); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s:%d: %s: %s", name, l.line, l.target, msg))
 			}
-		}
-	}
-	for target := range pending {
-		if _, err := fs.Stat(fsys, target); err == nil {
-			problems = append(problems, fmt.Sprintf("%s exists now: remove it from pendingTargets in internal/doclinks/check_test.go", target))
 		}
 	}
 	sort.Strings(problems)
@@ -71,7 +57,7 @@ func check(fsys fs.FS, pending map[string]bool) ([]string, error) {
 }
 
 // checkLink says what is wrong with one link of the Markdown file from, or "".
-func checkLink(fsys fs.FS, docs map[string]document, from, target string, pending map[string]bool) string {
+func checkLink(fsys fs.FS, docs map[string]document, from, target string) string {
 	if external.MatchString(target) {
 		return "" // another site: not followed
 	}
@@ -96,9 +82,6 @@ func checkLink(fsys fs.FS, docs map[string]document, from, target string, pendin
 		return "points outside the repository"
 	}
 	if _, err := fs.Stat(fsys, resolved); err != nil {
-		if pending[resolved] {
-			return ""
-		}
 		return "no such file or directory"
 	}
 	if fragment == "" {
