@@ -19,7 +19,7 @@ import (
 	kubectlproxy "k8s.io/kubectl/pkg/proxy"
 
 	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 	"github.com/kretry/kretry/transport"
 )
 
