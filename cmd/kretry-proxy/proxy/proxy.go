@@ -89,7 +89,7 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 	mux.Handle("/metrics", s.metrics.handler())
 	mux.Handle("/", http.HandlerFunc(s.serveAPI))
 	s.http = &http.Server{
-		Handler:           s.checkHost(mux),
+		Handler:           s.guard(mux),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          opts.ErrorLog,
@@ -134,13 +134,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// serveAPI checks an API request, then hands it to kubectl's proxy handler.
+// serveAPI hands an API request the guard let through to kubectl's proxy handler.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	if reason, code, msg := s.refusal(r); code != 0 {
-		s.metrics.refused(reason)
-		writeStatus(w, code, msg)
-		return
-	}
 	class := classify(r)
 	if class.isWatch() {
 		ctx, done, ok := s.watches.add(r.Context())
@@ -155,8 +150,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		defer s.metrics.openWatches.Dec()
 	}
 	// The proxy's own credentials are the ones used (rest.TransportFor leaves a request's own
-	// Authorization header in place).
-	r.Header.Del("Authorization")
+	// Authorization and Impersonate-User headers in place).
+	dropClientIdentity(r.Header)
 	rec := &statusRecorder{ResponseWriter: w}
 	// Deferred: httputil.ReverseProxy aborts a response broken mid-body with a panic.
 	defer func() { s.metrics.servedOne(class, rec.status()) }()
