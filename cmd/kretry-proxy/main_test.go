@@ -28,7 +28,10 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--address", "localhost"}},
 		{args: []string{"--address", "0.0.0.0"}, wantErr: "not a loopback address"},
 		{args: []string{"--address", "192.0.2.1"}, wantErr: "not a loopback address"},
-		{args: []string{"--context", "c"}, wantErr: "--context needs --kubeconfig"},
+		{args: []string{"--context", "c"}},
+		{args: []string{"--demo", "--probe-address", ":0"}},
+		{args: []string{"--demo", "--kubeconfig", "k"}, wantErr: "--demo serves the in-process demo API server"},
+		{args: []string{"--demo", "--context", "c"}, wantErr: "--demo serves the in-process demo API server"},
 		{args: []string{"extra"}, wantErr: "unexpected arguments"},
 	}
 	for _, tc := range tests {
@@ -84,11 +87,12 @@ func start(t *testing.T, args ...string) (addr string, stdout *syncBuffer) {
 	return addr, stdout
 }
 
-// TestDemoMode: without --kubeconfig the proxy serves the demo server (its faults off here, so
-// that nothing but the proxy is tested), and a watch through it delivers events line by line.
+// TestDemoMode: with --demo the proxy serves the demo server and says so (its faults off
+// here, so that nothing but the proxy is tested), and a watch through it delivers events line
+// by line.
 func TestDemoMode(t *testing.T) {
-	addr, stdout := start(t, "--demo-fault-rate", "0")
-	if out := stdout.String(); !strings.Contains(out, "demo API server") || !strings.Contains(out, "Starting to serve on "+addr) {
+	addr, stdout := start(t, "--demo", "--demo-fault-rate", "0")
+	if out := stdout.String(); !strings.Contains(out, "--demo: serving an in-process demo API server, not a cluster") || !strings.Contains(out, "Starting to serve on "+addr) {
 		t.Errorf("stdout %q", out)
 	}
 	resp, err := http.Get("http://" + addr + "/healthz")
