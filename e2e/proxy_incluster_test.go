@@ -94,21 +94,9 @@ func TestProxyInCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, serverA, "incluster", proxySeedObjects)
 	admin := adminClient(serverA)
-	list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, gens := state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start, gens, listRV := listState(t, serverA, ns)
 	began := time.Now()
-	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), list.ResourceVersion, false)
+	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), strconv.FormatUint(listRV, 10), false)
 
 	faults := newAPIFaults(t, serverA)
 	tcp, err := faultproxy.New(31, faults.Addr())
@@ -303,6 +291,25 @@ func TestProxyInCluster(t *testing.T) {
 	}
 	t.Logf("in-cluster: %d changes delivered of %d, %d lists, cache == server %v; %d cuts; on the wire %v; watches by user %v",
 		len(evs), len(refEvents), lists, fmt.Sprint(got) == fmt.Sprint(final), tcp.Stats().Cuts, wire, users)
+}
+
+// listState is a consistent LIST of ns's ConfigMaps: each one's resourceVersion and writer
+// generation, and the list's resourceVersion, from which a reference watch starts.
+func listState(t *testing.T, server int, ns string) (start state, gens map[string]int, listRV uint64) {
+	t.Helper()
+	list, err := adminClient(server).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, gens = state{}, map[string]int{}
+	for _, cm := range list.Items {
+		start[cm.Name] = cm.ResourceVersion
+		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
+	}
+	if listRV, err = strconv.ParseUint(list.ResourceVersion, 10, 64); err != nil {
+		t.Fatalf("LIST resourceVersion %q: %v", list.ResourceVersion, err)
+	}
+	return start, gens, listRV
 }
 
 // serviceAccountVolume writes a service account's files as the kubelet does: each version in

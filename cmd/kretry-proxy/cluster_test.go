@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -133,13 +132,7 @@ func TestFindCluster(t *testing.T) {
 // with its service account's token, verified against the pod's CA, and a rotated token is
 // the one the next request carries.
 func TestInClusterMode(t *testing.T) {
-	gotAuth := make(chan string, 2)
-	apiServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth <- r.Header.Get("Authorization")
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}`)
-	}))
-	defer apiServer.Close()
+	apiServer, gotAuth := fakeAPIServer(t)
 	u, _ := url.Parse(apiServer.URL)
 	sa := serviceAccount(t, "first", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: apiServer.Certificate().Raw}))
 	t.Setenv("KUBECONFIG", "")

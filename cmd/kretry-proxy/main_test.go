@@ -117,16 +117,23 @@ func TestDemoMode(t *testing.T) {
 	}
 }
 
-// TestKubeconfigMode: with --kubeconfig and --context the proxy uses that context's server and
-// credentials.
-func TestKubeconfigMode(t *testing.T) {
-	gotAuth := make(chan string, 1)
+// fakeAPIServer is an HTTPS stand-in for an API server that answers every request with an
+// empty ConfigMapList and tells the Authorization header of each.
+func fakeAPIServer(t *testing.T) (*httptest.Server, <-chan string) {
+	gotAuth := make(chan string, 8)
 	apiServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth <- r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}`)
 	}))
-	defer apiServer.Close()
+	t.Cleanup(apiServer.Close)
+	return apiServer, gotAuth
+}
+
+// TestKubeconfigMode: with --kubeconfig and --context the proxy uses that context's server and
+// credentials.
+func TestKubeconfigMode(t *testing.T) {
+	apiServer, gotAuth := fakeAPIServer(t)
 	// HTTPS: clientcmd sends a kubeconfig's credentials to TLS servers only.
 	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: apiServer.Certificate().Raw}))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
