@@ -14,8 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// DefaultServiceAccountDir is where a pod finds its service account's token and CA.
-const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+// defaultServiceAccountDir is where a pod finds its service account's token and CA.
+const defaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // cluster is the API server the proxy serves, and how it was found.
 type cluster struct {

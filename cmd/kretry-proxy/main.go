@@ -58,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
-	fs.StringVar(&o.serviceAccountDir, "service-account-dir", DefaultServiceAccountDir, "in-cluster: where the pod's service account token and ca.crt are mounted")
+	fs.StringVar(&o.serviceAccountDir, "service-account-dir", defaultServiceAccountDir, "in-cluster: where the pod's service account token and ca.crt are mounted")
 	fs.BoolVar(&o.demo, "demo", false, "serve an in-process demo API server instead of a cluster")
 	fs.StringVar(&o.probeAddress, "probe-address", "", "also serve /healthz and /metrics (only) on this address, e.g. :8081, for the kubelet's probes (default: off)")
 	fs.IntVar(&o.port, "port", 8001, "port to serve on (0: a free one)")
@@ -124,7 +124,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	if err != nil {
 		return err
 	}
-	var probe *http.Server
 	probed := make(chan error, 1)
 	if o.probeAddress != "" {
 		probeLn, err := net.Listen("tcp", o.probeAddress)
@@ -132,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			ln.Close()
 			return fmt.Errorf("--probe-address: %w", err)
 		}
-		probe = &http.Server{Handler: srv.ProbeHandler(), ReadHeaderTimeout: 10 * time.Second}
+		probe := &http.Server{Handler: srv.ProbeHandler(), ReadHeaderTimeout: 10 * time.Second}
 		fmt.Fprintf(stdout, "Serving /healthz and /metrics on %s\n", probeLn.Addr())
 		go func() { probed <- probe.Serve(probeLn) }()
 		defer probe.Close()

@@ -30,7 +30,8 @@
 //
 // Checks, in this order, each answered with a Status, before the HTTP router (so a path it
 // would redirect to its clean form is refused as such):
-//   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too.
+//   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too, as
+//     for every check.
 //   - An Origin header whose host is not accepted either (a web page posting to the proxy): 403.
 //   - Unless Options.AllowUpgrades, what runs a command or opens a tunnel: 403. That is a
 //     protocol upgrade, as the handler behind detects one (apimachinery's
