@@ -156,3 +156,30 @@ func TestKubeconfigTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenFileOnUpgrades: with AllowUpgrades, an upgraded request (it goes to the API server
+// by kubectl's upgrade transport, not kretry's) carries the token file's token too.
+func TestTokenFileOnUpgrades(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		buf.Flush()
+	})
+	path := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(path, []byte("from-the-file"), 0o600)
+	base, _ := startProxyFor(t, &rest.Config{Host: up.URL}, Options{TokenFile: path, AllowUpgrades: true})
+	resp := get(t, context.Background(), base+"/api/v1/namespaces/ns/pods/p/exec?command=id",
+		http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}})
+	resp.Body.Close()
+	seen := up.seen()
+	if resp.StatusCode != http.StatusSwitchingProtocols || len(seen) != 1 {
+		t.Fatalf("answered %s after %d requests upstream, want 101 after 1", resp.Status, len(seen))
+	}
+	if got := seen[0].Header.Get("Authorization"); got != "Bearer from-the-file" {
+		t.Fatalf("the upgraded request carried Authorization %q, want the file's token", got)
+	}
+}
