@@ -150,10 +150,16 @@ type process struct {
 
 func startProcess(t *testing.T, name string, began time.Time, dir string, bin string, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, name, began, dir, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with env ("KEY=value") added to the environment.
+func startProcessEnv(t *testing.T, name string, began time.Time, dir string, env []string, bin string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, began: began, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG=", "NO_COLOR=1")
+	p.cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG=", "NO_COLOR=1"), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

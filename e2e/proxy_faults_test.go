@@ -33,8 +33,9 @@ type apiFaults struct {
 	unavailableUntil atomic.Int64 // unix nanos
 	pendingErrors    atomic.Int64
 
-	mu   sync.Mutex
-	wire wireCounts
+	mu        sync.Mutex
+	wire      wireCounts
+	watchAuth []string // the Authorization of each WATCH forwarded, in order (never log it)
 }
 
 // wireCounts are ConfigMap requests as the API server's side of the cut link saw them.
@@ -88,6 +89,9 @@ func newAPIFaults(t *testing.T, server int) *apiFaults {
 			f.count(func(c *wireCounts) { c.Lists++ })
 		case "watch":
 			f.count(func(c *wireCounts) { c.Watches++ })
+			f.mu.Lock()
+			f.watchAuth = append(f.watchAuth, r.Header.Get("Authorization"))
+			f.mu.Unlock()
 		case "watch-list":
 			f.count(func(c *wireCounts) { c.WatchLists++ })
 		}
@@ -114,6 +118,13 @@ func (f *apiFaults) counts() wireCounts {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.wire
+}
+
+// watchAuthorizations are the Authorization headers of the WATCHes forwarded, in order.
+func (f *apiFaults) watchAuthorizations() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.watchAuth...)
 }
 
 // Unavailable answers ConfigMap LISTs and WATCHes 503 (no Retry-After) for d.

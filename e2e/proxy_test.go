@@ -14,10 +14,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kretry/kretry/internal/harness/apiserver"
-	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
@@ -132,26 +129,15 @@ func TestProxyClients(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, serverA, "proxy", proxySeedObjects)
 	admin := adminClient(serverA)
-	list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, gens := state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start, gens, listRV := listState(t, serverA, ns)
 	began := time.Now()
-	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), list.ResourceVersion, false)
+	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), strconv.FormatUint(listRV, 10), false)
 
 	var paths []*proxyPath
 	for _, spec := range proxyClients {
 		for _, viaProxy := range []bool{false, true} {
 			p := &proxyPath{spec: spec, kretry: viaProxy, faults: newAPIFaults(t, serverA)}
+			var err error
 			if p.tcp, err = faultproxy.New(spec.seed, p.faults.Addr()); err != nil {
 				t.Fatal(err)
 			}

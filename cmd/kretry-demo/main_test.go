@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 func TestMain(m *testing.M) {

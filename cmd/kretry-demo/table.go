@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 	"github.com/kretry/kretry/internal/report"
 )
 

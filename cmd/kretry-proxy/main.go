@@ -8,18 +8,17 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	kubectlproxy "k8s.io/kubectl/pkg/proxy"
 
 	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -38,33 +37,39 @@ func main() {
 
 // options are the command line.
 type options struct {
-	kubeconfig      string
-	context         string
-	port            int
-	address         string
-	acceptHosts     string
-	allowUpgrades   bool
-	readOnly        bool
-	retryGets       bool
-	shutdownTimeout time.Duration
-	demoFaultRate   float64
-	printVersion    bool
+	kubeconfig        string
+	context           string
+	serviceAccountDir string
+	demo              bool
+	probeAddress      string
+	port              int
+	address           string
+	acceptHosts       string
+	allowUpgrades     bool
+	readOnly          bool
+	retryGets         bool
+	shutdownTimeout   time.Duration
+	demoFaultRate     float64
+	printVersion      bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kretry-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default: an in-process demo server)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
+	fs.StringVar(&o.serviceAccountDir, "service-account-dir", defaultServiceAccountDir, "in-cluster: where the pod's service account token and ca.crt are mounted")
+	fs.BoolVar(&o.demo, "demo", false, "serve an in-process demo API server instead of a cluster")
+	fs.StringVar(&o.probeAddress, "probe-address", "", "also serve /healthz and /metrics (only) on this address, e.g. :8081, for the kubelet's probes (default: off)")
 	fs.IntVar(&o.port, "port", 8001, "port to serve on (0: a free one)")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "loopback address to serve on")
 	fs.StringVar(&o.acceptHosts, "accept-hosts", proxy.DefaultAcceptHosts, "comma-separated regular expressions for accepted Host header names")
-	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let protocol upgrades and pods' exec, attach and portforward through")
-	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET")
+	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let through what runs a command or opens a tunnel: protocol upgrades, pods' exec, attach and portforward, the kubelet's run, exec, attach, portForward and cri")
+	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET (with --allow-upgrades, exec, attach and port-forward over WebSocket are GETs and pass)")
 	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
-	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "demo server only: fault scenarios per second per client")
+	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "with --demo: fault scenarios per second per client")
 	fs.BoolVar(&o.printVersion, "version", false, "print the module version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -72,8 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.context != "" && o.kubeconfig == "" {
-		return o, errors.New("--context needs --kubeconfig")
+	if o.demo && (o.kubeconfig != "" || o.context != "") {
+		return o, errors.New("--demo serves the in-process demo API server: it takes no --kubeconfig or --context")
 	}
 	if !isLoopback(o.address) {
 		return o, fmt.Errorf("--address %s is not a loopback address: the proxy lends its credentials to whoever connects", o.address)
@@ -101,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stdout, "kretry-proxy", version())
 		return nil
 	}
-	cfg, closeTarget, err := target(o, stdout)
+	c, closeTarget, err := target(o, stdout, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -110,7 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	if err != nil {
 		return fmt.Errorf("--accept-hosts: %w", err)
 	}
-	srv, err := proxy.New(cfg, proxy.Options{
+	srv, err := proxy.New(c.config, proxy.Options{
+		TokenFile:     c.tokenFile,
 		AcceptHosts:   hosts,
 		AllowUpgrades: o.allowUpgrades,
 		ReadOnly:      o.readOnly,
@@ -124,6 +130,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	if err != nil {
 		return err
 	}
+	probed := make(chan error, 1)
+	if o.probeAddress != "" {
+		probeLn, err := net.Listen("tcp", o.probeAddress)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--probe-address: %w", err)
+		}
+		probe := &http.Server{Handler: srv.ProbeHandler(), ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintf(stdout, "Serving /healthz and /metrics on %s\n", probeLn.Addr())
+		go func() { probed <- probe.Serve(probeLn) }()
+		defer probe.Close()
+	}
 	fmt.Fprintf(stdout, "Starting to serve on %s\n", ln.Addr())
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -133,6 +151,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	select {
 	case err := <-served:
 		return err
+	case err := <-probed:
+		srv.Shutdown(context.Background())
+		<-served
+		return fmt.Errorf("--probe-address: %w", err)
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stderr, "kretry-proxy: shutting down: ending open watches, waiting for requests in flight")
@@ -144,9 +166,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	return <-served
 }
 
-// target is the cluster of the kubeconfig, or an in-process demo server.
-func target(o options, stdout io.Writer) (*rest.Config, func(), error) {
-	if o.kubeconfig == "" {
+// target is the cluster found as kubectl finds one, or with --demo an in-process demo
+// server; it says on stdout which.
+func target(o options, stdout io.Writer, getenv func(string) string) (cluster, func(), error) {
+	if o.demo {
 		kinds := make([]demoserver.FaultKind, 0, len(demoserver.AllFaults))
 		for _, kind := range demoserver.AllFaults {
 			// A 410 is the one fault kretry rightly hands over: it would end `kubectl get -w`.
@@ -155,16 +178,14 @@ func target(o options, stdout io.Writer) (*rest.Config, func(), error) {
 			}
 		}
 		server := demoserver.Start(demoserver.Config{FaultRate: o.demoFaultRate, Seed: 1, FaultKinds: kinds})
-		fmt.Fprintf(stdout, "no --kubeconfig: serving an in-process demo API server (%s): ConfigMaps in namespace %q, changing, %.2g faults/s per client\n",
+		fmt.Fprintf(stdout, "--demo: serving an in-process demo API server, not a cluster (%s): ConfigMaps in namespace %q, changing, %.2g faults/s per client\n",
 			server.URL(), server.Namespace(), o.demoFaultRate)
-		return server.RESTConfig("kretry-proxy"), server.Close, nil
+		return cluster{config: server.RESTConfig("kretry-proxy")}, server.Close, nil
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := loader.ClientConfig()
+	c, err := findCluster(o, getenv)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
+		return cluster{}, nil, err
 	}
-	return cfg, func() {}, nil
+	fmt.Fprintf(stdout, "Serving the cluster at %s (%s)\n", c.config.Host, c.found)
+	return c, func() {}, nil
 }

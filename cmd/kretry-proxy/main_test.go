@@ -28,7 +28,10 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--address", "localhost"}},
 		{args: []string{"--address", "0.0.0.0"}, wantErr: "not a loopback address"},
 		{args: []string{"--address", "192.0.2.1"}, wantErr: "not a loopback address"},
-		{args: []string{"--context", "c"}, wantErr: "--context needs --kubeconfig"},
+		{args: []string{"--context", "c"}},
+		{args: []string{"--demo", "--probe-address", ":0"}},
+		{args: []string{"--demo", "--kubeconfig", "k"}, wantErr: "--demo serves the in-process demo API server"},
+		{args: []string{"--demo", "--context", "c"}, wantErr: "--demo serves the in-process demo API server"},
 		{args: []string{"extra"}, wantErr: "unexpected arguments"},
 	}
 	for _, tc := range tests {
@@ -84,11 +87,12 @@ func start(t *testing.T, args ...string) (addr string, stdout *syncBuffer) {
 	return addr, stdout
 }
 
-// TestDemoMode: without --kubeconfig the proxy serves the demo server (its faults off here, so
-// that nothing but the proxy is tested), and a watch through it delivers events line by line.
+// TestDemoMode: with --demo the proxy serves the demo server and says so (its faults off
+// here, so that nothing but the proxy is tested), and a watch through it delivers events line
+// by line.
 func TestDemoMode(t *testing.T) {
-	addr, stdout := start(t, "--demo-fault-rate", "0")
-	if out := stdout.String(); !strings.Contains(out, "demo API server") || !strings.Contains(out, "Starting to serve on "+addr) {
+	addr, stdout := start(t, "--demo", "--demo-fault-rate", "0")
+	if out := stdout.String(); !strings.Contains(out, "--demo: serving an in-process demo API server, not a cluster") || !strings.Contains(out, "Starting to serve on "+addr) {
 		t.Errorf("stdout %q", out)
 	}
 	resp, err := http.Get("http://" + addr + "/healthz")
@@ -113,16 +117,23 @@ func TestDemoMode(t *testing.T) {
 	}
 }
 
-// TestKubeconfigMode: with --kubeconfig and --context the proxy uses that context's server and
-// credentials.
-func TestKubeconfigMode(t *testing.T) {
-	gotAuth := make(chan string, 1)
+// fakeAPIServer is an HTTPS stand-in for an API server that answers every request with an
+// empty ConfigMapList and tells the Authorization header of each.
+func fakeAPIServer(t *testing.T) (*httptest.Server, <-chan string) {
+	gotAuth := make(chan string, 8)
 	apiServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth <- r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}`)
 	}))
-	defer apiServer.Close()
+	t.Cleanup(apiServer.Close)
+	return apiServer, gotAuth
+}
+
+// TestKubeconfigMode: with --kubeconfig and --context the proxy uses that context's server and
+// credentials.
+func TestKubeconfigMode(t *testing.T) {
+	apiServer, gotAuth := fakeAPIServer(t)
 	// HTTPS: clientcmd sends a kubeconfig's credentials to TLS servers only.
 	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: apiServer.Certificate().Raw}))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")

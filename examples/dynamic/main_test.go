@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/examples/internal/targettest"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // TestRun mirrors a faulty demo server's collection, then stops the faults and the writer

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/examples/internal/targettest"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // TestRun runs the example against a faulty demo server: with kretry under it the informer

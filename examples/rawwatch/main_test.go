@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/examples/internal/targettest"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // TestRun watches a demo server that tears, rejects and errors its watch: the example's

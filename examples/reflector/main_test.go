@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kretry/kretry/examples/internal/targettest"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // TestRun runs the reflector against a faulty demo server, then stops the faults and the

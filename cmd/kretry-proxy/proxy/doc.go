@@ -20,15 +20,31 @@
 //     of unknown length, so each event reaches the client (HTTP/1.1 chunked) as soon as the
 //     API server (HTTP/2 over TLS) sent it.
 //   - A client that goes away cancels the upstream request at once (the request's context).
-//   - The proxy's credentials are used for every request and never logged; an Authorization
-//     header sent by a client is dropped.
+//   - The proxy acts with its own identity and nobody else's: its credentials are used for
+//     every request and never logged; a client's Authorization, Impersonate-* headers and
+//     cookies are dropped (client-go's impersonation leaves a request that already names a
+//     user alone, so a kubeconfig's as: would not hold otherwise).
+//   - With Options.TokenFile (a pod's service-account token) or a rest.Config's
+//     BearerTokenFile, the token is read again as soon as the file changes (one stat per
+//     request), beneath kretry: retries and resumed watches carry the token of the moment.
 //
-// Checks, in this order, each answered with a Status:
-//   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too.
+// Checks, in this order, each answered with a Status, before the HTTP router (so a path it
+// would redirect to its clean form is refused as such):
+//   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too, as
+//     for every check.
 //   - An Origin header whose host is not accepted either (a web page posting to the proxy): 403.
-//   - A protocol upgrade, or the exec, attach and portforward subresources, unless
-//     Options.AllowUpgrades: 403.
-//   - With Options.ReadOnly, any method but GET: 405.
+//   - Unless Options.AllowUpgrades, what runs a command or opens a tunnel: 403. That is a
+//     protocol upgrade, as the handler behind detects one (apimachinery's
+//     httpstream.IsUpgradeRequest: a Connection value containing "upgrade"), pods' exec,
+//     attach and portforward, and the kubelet's run, exec, attach, portForward and cri behind
+//     nodes/NAME/proxy/ (/run runs a command as a plain POST); the kubelet's metrics, stats
+//     and the rest pass. The path is read as the API server could read it: percent-decoded
+//     until nothing changes, empty and dot segments resolved, either case.
+//   - With Options.ReadOnly, any method but GET: 405. With AllowUpgrades too, exec, attach
+//     and port-forward over WebSocket are GETs, and pass.
+//
+// Server.ProbeHandler serves /healthz and /metrics alone, without the checks, for an address
+// the kubelet's probes reach.
 //
 // The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself; the API
 // server's own /healthz and /metrics are not reachable through it (its /livez and /readyz

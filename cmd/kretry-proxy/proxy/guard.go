@@ -6,9 +6,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 )
 
 // Reasons a request is refused, as /metrics names them.
@@ -20,16 +22,29 @@ const (
 	refusedShutdown = "shutdown"
 )
 
-// upgradeSubresources tunnel a stream over a protocol upgrade: they are refused with upgrades.
-var upgradeSubresources = map[string]bool{"exec": true, "attach": true, "portforward": true}
+// streamSubresources of a pod run a command or open a tunnel: exec, attach, portforward.
+var streamSubresources = map[string]bool{"exec": true, "attach": true, "portforward": true}
 
-// checkHost refuses a request whose Host header is not an accepted name, before anything
-// else: a page of another site that a DNS rebinding pointed at 127.0.0.1 sends its own name.
-func (s *Server) checkHost(next http.Handler) http.Handler {
+// kubeletCommandEndpoints are the kubelet's endpoints, the first segment after
+// nodes/NAME/proxy/, that run a command or open a stream: /run runs one as a plain POST,
+// /exec, /attach and /portForward stream, /cri serves the container runtime's streams. The
+// rest (metrics, stats, configz, logs, ...) only read. Lower case: they are compared so.
+var kubeletCommandEndpoints = map[string]bool{"run": true, "exec": true, "attach": true, "portforward": true, "cri": true}
+
+// guard refuses, before anything else, a request whose Host header is not an accepted name
+// (a page of another site that a DNS rebinding pointed at 127.0.0.1 sends its own name), then
+// one that refusal refuses. It runs before the HTTP server's router, so that a path the
+// router would redirect to its clean form is refused as such, not redirected.
+func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if host := hostOf(r.Host); !s.acceptHost(host) {
 			s.metrics.refused(refusedHost)
 			writeStatus(w, http.StatusForbidden, fmt.Sprintf("kretry-proxy: Host %q is not accepted (see --accept-hosts)", host))
+			return
+		}
+		if reason, code, msg := s.refusal(r); code != 0 {
+			s.metrics.refused(reason)
+			writeStatus(w, code, msg)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -46,11 +61,12 @@ func (s *Server) refusal(r *http.Request) (reason string, code int, message stri
 		}
 	}
 	if !s.opts.AllowUpgrades {
-		if isUpgrade(r) {
+		// The very test of the handler behind: the guard and it cannot disagree.
+		if httpstream.IsUpgradeRequest(r) {
 			return refusedUpgrade, http.StatusForbidden, "kretry-proxy: protocol upgrades are refused (start it with --allow-upgrades)"
 		}
-		if sub := podSubresource(r.URL.Path); upgradeSubresources[sub] {
-			return refusedUpgrade, http.StatusForbidden, fmt.Sprintf("kretry-proxy: pods/%s is refused (start it with --allow-upgrades)", sub)
+		if target := commandTarget(r.URL.Path); target != "" {
+			return refusedUpgrade, http.StatusForbidden, fmt.Sprintf("kretry-proxy: %s runs commands or opens streams: refused (start it with --allow-upgrades)", target)
 		}
 	}
 	if s.opts.ReadOnly && r.Method != http.MethodGet {
@@ -77,31 +93,43 @@ func hostOf(hostport string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
-// isUpgrade reports whether r asks to switch protocols (SPDY, WebSocket, h2c).
-func isUpgrade(r *http.Request) bool {
-	if r.Header.Get("Upgrade") != "" {
-		return true
-	}
-	for _, v := range r.Header.Values("Connection") {
-		for token := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
-				return true
-			}
+// commandTarget names what a request path reaches that runs a command or opens a stream
+// ("pods/exec", "nodes/proxy/run"), or is "". The path is read as the API server and the
+// kubelet behind it could read it: percent-decoded until nothing changes, empty and dot
+// segments resolved, letters of either case, so that no spelling of a refused endpoint
+// passes.
+func commandTarget(requestPath string) string {
+	p := requestPath
+	for range 4 { // net/url decoded once; an encoding inside an encoding is decoded too
+		decoded, err := url.PathUnescape(p)
+		if err != nil || decoded == p {
+			break
 		}
+		p = decoded
 	}
-	return false
-}
-
-// podSubresource is the subresource of a pod a path names ("exec" in
-// /api/v1/namespaces/ns/pods/name/exec), or "".
-func podSubresource(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(parts); i++ {
-		if parts[i] == "pods" && (i == 0 || parts[i-1] != "namespaces") {
-			return parts[i+2]
+	segments := strings.Split(strings.Trim(path.Clean("/"+strings.ToLower(p)), "/"), "/")
+	for i := 0; i+2 < len(segments); i++ {
+		switch {
+		case segments[i] == "pods" && (i == 0 || segments[i-1] != "namespaces") && streamSubresources[segments[i+2]]:
+			return "pods/" + segments[i+2]
+		case segments[i] == "nodes" && segments[i+2] == "proxy" && i+3 < len(segments) && kubeletCommandEndpoints[segments[i+3]]:
+			return "nodes/proxy/" + segments[i+3]
 		}
 	}
 	return ""
+}
+
+// dropClientIdentity removes from h everything by which a client could act as someone
+// else: its Authorization, its Impersonate-* headers (client-go's impersonation round tripper
+// leaves a request that already names a user alone, so the kubeconfig's as: would not hold)
+// and its cookies. The proxy's own credentials and impersonation are added below.
+func dropClientIdentity(h http.Header) {
+	for name := range h {
+		lower := strings.ToLower(name)
+		if lower == "authorization" || lower == "cookie" || strings.HasPrefix(lower, "impersonate-") {
+			delete(h, name)
+		}
+	}
 }
 
 // writeStatus answers with a metav1.Status, which kubectl, the Python client and client-node

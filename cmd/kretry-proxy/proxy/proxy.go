@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ type Options struct {
 	// Transport configures kretry; the zero value is the recommended setup. Its Observer, if
 	// set, is told what kretry does alongside the kretry collectors the proxy serves on /metrics.
 	Transport transport.Config
+	// TokenFile, if set, holds the bearer token to send (a pod's service-account token), in
+	// place of the rest.Config's own credentials: it is read again whenever the file changes,
+	// beneath kretry, so that every retry and every resumed watch carries the token of the
+	// moment. A rest.Config's BearerTokenFile is used the same way when TokenFile is empty.
+	TokenFile string
 	// Keepalive is the TCP keep-alive period of upgraded connections, as `kubectl proxy
 	// --keepalive`; default 0: the system's.
 	Keepalive time.Duration
@@ -70,7 +76,16 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, metrics: m}
 	cfg = rest.CopyConfig(cfg)
-	// The first wrapper is the innermost: the upstream counter sees every attempt kretry makes.
+	if tokenPath := cmp.Or(opts.TokenFile, cfg.BearerTokenFile); tokenPath != "" {
+		token := &tokenFile{path: tokenPath}
+		if _, err := token.current(); err != nil {
+			return nil, err
+		}
+		cfg.BearerToken, cfg.BearerTokenFile = "", ""
+		// The first wrapper is the innermost: beneath kretry, each attempt asks for the token.
+		cfg.Wrap(token.wrap)
+	}
+	// Beneath kretry too: the upstream counter sees every attempt kretry makes.
 	cfg.Wrap(s.metrics.upstream)
 	// kretry tells its collectors on the proxy's registry what it does, and an Observer the
 	// caller set in Options.Transport too.
@@ -89,7 +104,7 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 	mux.Handle("/metrics", s.metrics.handler())
 	mux.Handle("/", http.HandlerFunc(s.serveAPI))
 	s.http = &http.Server{
-		Handler:           s.checkHost(mux),
+		Handler:           s.guard(mux),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          opts.ErrorLog,
@@ -99,6 +114,16 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 
 // Handler is the Server's whole HTTP handler: checks, /healthz, /metrics and the API.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// ProbeHandler serves /healthz and /metrics only, without the checks: for an address the
+// kubelet's probes and Prometheus reach (a pod's IP, not its loopback). It lends no
+// credentials, having no API behind it.
+func (s *Server) ProbeHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.Handle("/metrics", s.metrics.handler())
+	return mux
+}
 
 // Serve accepts connections on ln until Shutdown; it then returns nil.
 func (s *Server) Serve(ln net.Listener) error {
@@ -134,13 +159,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// serveAPI checks an API request, then hands it to kubectl's proxy handler.
+// serveAPI hands an API request the guard let through to kubectl's proxy handler.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	if reason, code, msg := s.refusal(r); code != 0 {
-		s.metrics.refused(reason)
-		writeStatus(w, code, msg)
-		return
-	}
 	class := classify(r)
 	if class.isWatch() {
 		ctx, done, ok := s.watches.add(r.Context())
@@ -155,8 +175,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		defer s.metrics.openWatches.Dec()
 	}
 	// The proxy's own credentials are the ones used (rest.TransportFor leaves a request's own
-	// Authorization header in place).
-	r.Header.Del("Authorization")
+	// Authorization and Impersonate-User headers in place).
+	dropClientIdentity(r.Header)
 	rec := &statusRecorder{ResponseWriter: w}
 	// Deferred: httputil.ReverseProxy aborts a response broken mid-body with a panic.
 	defer func() { s.metrics.servedOne(class, rec.status()) }()

@@ -61,7 +61,13 @@ func (u *upstream) seen() []*http.Request {
 // startProxy serves a Server for up on a free loopback port; it is shut down with the test.
 func startProxy(t *testing.T, up *upstream, opts Options) (base string, srv *Server) {
 	t.Helper()
-	srv, err := New(&rest.Config{Host: up.URL, BearerToken: "proxy-token"}, opts)
+	return startProxyFor(t, &rest.Config{Host: up.URL, BearerToken: "proxy-token"}, opts)
+}
+
+// startProxyFor is startProxy with a rest.Config of the test's.
+func startProxyFor(t *testing.T, cfg *rest.Config, opts Options) (base string, srv *Server) {
+	t.Helper()
+	srv, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // Flags are the command-line flags every example shares.

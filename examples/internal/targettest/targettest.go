@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/examples/internal/target"
-	"github.com/kretry/kretry/internal/harness/demoserver"
+	"github.com/kretry/kretry/internal/demoserver"
 )
 
 // StartServer starts a demo server that is closed when the test ends.

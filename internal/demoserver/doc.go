@@ -2,6 +2,10 @@
 // their tests: one ConfigMap collection on loopback, served the way kube-apiserver serves it,
 // with a writer that keeps changing it and a seeded fault schedule that breaks clients.
 //
+// It ships: kretry-demo runs it, and kretry-proxy serves it when started with --demo (and
+// never otherwise). That is why it lives here and not under internal/harness, whose packages
+// are test harnesses that no shipped binary links.
+//
 // What it serves (GET only, plain HTTP on 127.0.0.1):
 //   - LIST /api/v1/namespaces/{ns}/configmaps (and /api/v1/configmaps), JSON or protobuf by
 //     Accept, with resourceVersion "", "0", a specific RV and resourceVersionMatch, and

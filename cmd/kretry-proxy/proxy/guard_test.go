@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+)
+
+// ask sends one request to a Server for up through its whole handler and reports the answer
+// and the request the API server received, nil if it was not asked.
+func ask(t *testing.T, up *upstream, cfg rest.Config, opts Options, req *http.Request) (*httptest.ResponseRecorder, *http.Request) {
+	t.Helper()
+	cfg.Host = up.URL
+	srv, err := New(&cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Host == "example.com" { // httptest.NewRequest's default
+		req.Host = "127.0.0.1:8001"
+	}
+	before := len(up.seen())
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if seen := up.seen(); len(seen) > before {
+		return rec, seen[len(seen)-1]
+	}
+	return rec, nil
+}
+
+func okUpstream(t *testing.T) *upstream {
+	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeList(w) })
+}
+
+// TestCommandEndpointsRefused: the kubelet's endpoints behind nodes/NAME/proxy/ that run a
+// command or open a stream (run, exec, attach, portForward, cri), and pods' exec, attach and
+// portforward, are refused however the path is spelled, as a plain GET or POST without any
+// upgrade; the kubelet's metrics, stats and the rest reach the API server.
+func TestCommandEndpointsRefused(t *testing.T) {
+	up := okUpstream(t)
+	refused := []string{
+		"/api/v1/nodes/n/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/nodes/n/proxy/run/ns/p/uid/c?cmd=id",
+		"/api/v1/nodes/n/proxy/exec/ns/p/c?command=id",
+		"/api/v1/nodes/n/proxy/attach/ns/p/c",
+		"/api/v1/nodes/n/proxy/portForward/ns/p",
+		"/api/v1/nodes/n/proxy/cri/exec/token",
+		"/api/v1/nodes/n:10250/proxy/run/ns/p/c",
+		"/api/v1/nodes/https:n:10250/proxy/run/ns/p/c",
+		// trailing slash, or none after the endpoint
+		"/api/v1/nodes/n/proxy/run/",
+		"/api/v1/nodes/n/proxy/run",
+		// case
+		"/api/v1/nodes/n/proxy/RUN/ns/p/c",
+		"/api/v1/nodes/n/proxy/portforward/ns/p",
+		"/api/v1/Nodes/n/Proxy/Exec/ns/p/c",
+		// percent-encoding, once and twice
+		"/api/v1/nodes/n/proxy/%72un/ns/p/c",
+		"/api/v1/nodes/n/proxy%2Frun/ns/p/c",
+		"/api/v1/nodes/n/proxy/%2572un/ns/p/c",
+		"/api/v1/nodes/n%2Fproxy%2Frun/ns/p/c",
+		// empty segments and dot segments
+		"/api/v1/nodes/n/proxy//run/ns/p/c",
+		"//api/v1/nodes/n/proxy/run/ns/p/c",
+		"/api/v1/nodes/n/proxy/./run/ns/p/c",
+		"/api/v1/nodes/n/proxy/metrics/../run/ns/p/c",
+		"/api/v1/nodes/n/proxy/metrics/%2e%2e/run/ns/p/c",
+		"/api/v1/nodes/n/proxy/metrics%2F..%2Frun/ns/p/c",
+		// pods' subresources, spelled likewise
+		"/api/v1/namespaces/ns/pods/p/exec?command=id",
+		"/api/v1/namespaces/ns/pods/p/EXEC?command=id",
+		"/api/v1/namespaces/ns/pods/p/%65xec?command=id",
+		"/api/v1/namespaces/ns/pods/p//attach",
+		"/api/v1/namespaces/ns/pods/p/portforward/",
+		"/api/v1/namespaces/ns/pods/p/log/../exec",
+	}
+	reachable := []string{
+		"/api/v1/nodes/n/proxy/metrics",
+		"/api/v1/nodes/n/proxy/metrics/cadvisor",
+		"/api/v1/nodes/n/proxy/metrics/resource",
+		"/api/v1/nodes/n/proxy/stats/summary",
+		"/api/v1/nodes/n/proxy/configz",
+		"/api/v1/nodes/n/proxy/containerLogs/ns/p/c",
+		"/api/v1/nodes/n/proxy/",
+		"/api/v1/nodes/run/proxy/metrics",         // a node named run
+		"/api/v1/nodes/n/proxy/metrics/run",       // run below another endpoint
+		"/api/v1/nodes/n",                         // the Node object
+		"/api/v1/namespaces/ns/configmaps/exec",   // a ConfigMap named exec
+		"/api/v1/namespaces/ns/pods/p/log",        // pods' log
+		"/api/v1/namespaces/pods/configmaps/exec", // a namespace named pods
+	}
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		for _, target := range refused {
+			t.Run("refused "+method+" "+target, func(t *testing.T) {
+				rec, reached := ask(t, up, rest.Config{}, Options{}, httptest.NewRequest(method, target, nil))
+				if reached != nil {
+					t.Fatalf("reached the API server as %s (answer %d)", reached.URL.EscapedPath(), rec.Code)
+				}
+				if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "--allow-upgrades") {
+					t.Fatalf("answered %d %q, want 403 naming --allow-upgrades", rec.Code, rec.Body)
+				}
+			})
+			t.Run("allowed "+method+" "+target, func(t *testing.T) {
+				rec, reached := ask(t, up, rest.Config{}, Options{AllowUpgrades: true}, httptest.NewRequest(method, target, nil))
+				// A path with empty, . or .. segments is answered by the HTTP server's
+				// redirect to its clean form; every other one reaches the API server.
+				if reached == nil && rec.Code/100 != 3 {
+					t.Fatalf("with AllowUpgrades: refused with %d %q", rec.Code, rec.Body)
+				}
+			})
+		}
+	}
+	for _, target := range reachable {
+		t.Run("reachable "+target, func(t *testing.T) {
+			rec, reached := ask(t, up, rest.Config{}, Options{}, httptest.NewRequest(http.MethodGet, target, nil))
+			if reached == nil {
+				t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestUpgradeAsTheHandlerSeesIt: every request the handler behind the guard would treat as a
+// protocol upgrade (apimachinery's httpstream.IsUpgradeRequest: a Connection value containing
+// "upgrade") is refused, whatever its spelling, and a request it would not is not.
+func TestUpgradeAsTheHandlerSeesIt(t *testing.T) {
+	up := okUpstream(t)
+	tests := []struct {
+		connection []string
+		upgrade    string
+		want       bool // an upgrade to the handler
+	}{
+		{connection: []string{"Upgrade"}, upgrade: "websocket", want: true},
+		{connection: []string{"keep-alive, Upgrade"}, upgrade: "SPDY/3.1", want: true},
+		{connection: []string{"keep-alive upgrade"}, upgrade: "websocket", want: true},
+		{connection: []string{"UPGRADE"}, want: true},
+		{connection: []string{"keep-alive,upgrade"}, want: true},
+		{connection: []string{"x-upgraded"}, want: true},
+		{connection: []string{"keep-alive", "Upgrade"}, want: true},
+		{connection: []string{"keep-alive"}, upgrade: "websocket", want: false},
+		{upgrade: "h2c", want: false},
+		{want: false},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.connection, "|")+" "+tc.upgrade, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/configmaps", nil)
+			for _, v := range tc.connection {
+				req.Header.Add("Connection", v)
+			}
+			if tc.upgrade != "" {
+				req.Header.Set("Upgrade", tc.upgrade)
+			}
+			if got := httpstream.IsUpgradeRequest(req); got != tc.want {
+				t.Fatalf("httpstream.IsUpgradeRequest = %v, the table says %v", got, tc.want)
+			}
+			rec, reached := ask(t, up, rest.Config{}, Options{}, req)
+			if tc.want && (reached != nil || rec.Code != http.StatusForbidden) {
+				t.Fatalf("an upgrade to the handler: answered %d, reached the API server: %v", rec.Code, reached != nil)
+			}
+			if !tc.want && reached == nil {
+				t.Fatalf("not an upgrade to the handler, yet refused with %d %q", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestClientIdentityDropped: a client's Authorization, Impersonate-* headers and cookies never
+// reach the API server; the kubeconfig's own impersonation (as: viewer) holds.
+func TestClientIdentityDropped(t *testing.T) {
+	up := okUpstream(t)
+	clientHeaders := http.Header{
+		"Authorization":           {"Bearer client-token"},
+		"Impersonate-User":        {"system:admin"},
+		"Impersonate-Group":       {"system:masters", "system:authenticated"},
+		"Impersonate-Uid":         {"0"},
+		"Impersonate-Extra-Scope": {"all"},
+		"Cookie":                  {"session=client"},
+	}
+	tests := []struct {
+		name string
+		cfg  rest.Config
+		want http.Header // the identity headers the API server must see, and no others
+	}{
+		{name: "no impersonation", cfg: rest.Config{BearerToken: "proxy-token"},
+			want: http.Header{"Authorization": {"Bearer proxy-token"}}},
+		{name: "kubeconfig impersonates", cfg: rest.Config{BearerToken: "proxy-token", Impersonate: rest.ImpersonationConfig{UserName: "viewer"}},
+			want: http.Header{"Authorization": {"Bearer proxy-token"}, "Impersonate-User": {"viewer"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/configmaps", nil)
+			for k, vs := range clientHeaders {
+				for _, v := range vs {
+					req.Header.Add(k, v)
+				}
+			}
+			// A header name as a client may send it, not canonicalised.
+			req.Header["impersonate-group"] = []string{"system:masters"}
+			rec, reached := ask(t, up, tc.cfg, Options{}, req)
+			if reached == nil {
+				t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+			}
+			got := http.Header{}
+			for k, vs := range reached.Header {
+				if k == "Authorization" || k == "Cookie" || strings.HasPrefix(strings.ToLower(k), "impersonate-") {
+					got[k] = vs
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("the API server saw %v, want exactly %v", redact(got), redact(tc.want))
+			}
+			for k, vs := range tc.want {
+				if strings.Join(got[k], ",") != strings.Join(vs, ",") {
+					t.Fatalf("the API server saw %v, want exactly %v", redact(got), redact(tc.want))
+				}
+			}
+		})
+	}
+}
+
+// redact hides tokens, which tests print on failure too.
+func redact(h http.Header) http.Header {
+	out := h.Clone()
+	if v := out.Get("Authorization"); v != "" {
+		out.Set("Authorization", strings.SplitN(v, " ", 2)[0]+" …"+v[len(v)-min(len(v), 5):])
+	}
+	return out
+}
