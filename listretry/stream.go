@@ -138,6 +138,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			b.pending = nil
 			if !b.resumable(err) || !b.resume(err) {
 				b.err = err
+				b.release()
 				return 0, err
 			}
 		}
@@ -163,6 +164,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			return n, nil
 		case err == io.EOF:
 			b.err = io.EOF
+			b.release()
 			return n, io.EOF
 		}
 		// A break: hand over what came with it, and resume on the next Read.
@@ -191,23 +193,29 @@ func (b *streamBody) resumable(err error) bool {
 func (b *streamBody) resume(breakErr error) bool {
 	clock := b.rt.policy.Clock()
 	start := clock.Now()
+	// ctx is the new answer's: it lives until Close, the end of the body,
+	// or the next resume.
 	ctx, cancel := context.WithCancel(b.req.Context())
-	defer cancel()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		cancel()
 		return false
 	}
+	previous := b.cancel
 	b.cancel = cancel
 	b.mu.Unlock()
+	resumed := false
 	defer func() {
-		b.mu.Lock()
-		b.cancel = nil
-		b.mu.Unlock()
+		if !resumed {
+			cancel()
+		}
 	}()
 
-	old := b.current
-	_ = old.Close()
+	_ = b.current.Close()
+	if previous != nil {
+		previous() // the broken answer's
+	}
 	report := Resume{Path: b.req.URL.Path, Host: b.req.URL.Host, ResourceVersion: b.meta.resourceVersion}
 	done := func(outcome ResumeOutcome, skipped int64) bool {
 		report.Outcome, report.Skipped, report.Elapsed = outcome, skipped, clock.Since(start)
@@ -278,6 +286,7 @@ func (b *streamBody) resume(breakErr error) bool {
 		b.current = resp.Body
 		b.mu.Unlock()
 		b.resumedAt, b.inRun = b.read, true
+		resumed = true
 		return done(ResumeResumed, skipped)
 	}
 }
@@ -328,7 +337,18 @@ func (b *streamBody) resumeRequest(ctx context.Context) *http.Request {
 	return req
 }
 
-// Close closes the connection's body and cancels a resume in flight.
+// release ends the context of a resumed answer once the body has ended.
+func (b *streamBody) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cancel != nil {
+		b.cancel()
+		b.cancel = nil
+	}
+}
+
+// Close closes the connection's body and cancels a resume in flight (or
+// the resumed answer's request).
 func (b *streamBody) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
