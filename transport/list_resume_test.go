@@ -30,7 +30,6 @@ import (
 	"github.com/kretry/kretry/transport"
 )
 
-
 // listServer is a loopback API server holding n ConfigMaps at
 // resourceVersion 42, answering LISTs in JSON or protobuf with pages
 // (limit, continue "c<index>") as kube-apiserver does, byte-identical when
