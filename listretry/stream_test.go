@@ -1,7 +1,6 @@
 package listretry_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,16 +11,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
-
+	"github.com/kretry/kretry/internal/harness/listbody"
 	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/listretry"
 )
 
-const mediaProtobuf = "application/vnd.kubernetes.protobuf"
+const mediaProtobuf = listbody.Protobuf
 
 // plainListURL is a list that is not a page: a stream's resume asks for it
 // at resourceVersionMatch=Exact, a held body's retry as it was.
@@ -38,29 +33,8 @@ func plainListRequest(t testing.TB) *http.Request {
 
 // configMaps is a ConfigMapList of n items at resourceVersion 42, with a
 // continue token when next is set, encoded as kube-apiserver encodes it.
-func configMaps(t testing.TB, n int, next string, contentType string) string {
-	t.Helper()
-	list := &corev1.ConfigMapList{
-		TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"},
-		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: next},
-	}
-	for i := range n {
-		list.Items = append(list.Items, corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: "ns", ResourceVersion: fmt.Sprint(10 + i)},
-			Data:       map[string]string{"key": strings.Repeat("v", i%17)},
-		})
-	}
-	var buf bytes.Buffer
-	var err error
-	if contentType == mediaProtobuf {
-		err = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(list, &buf)
-	} else {
-		err = scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion).Encode(list, &buf)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.String()
+func configMaps(n int, next string, contentType string) string {
+	return string(listbody.ConfigMaps(0, n, next, contentType))
 }
 
 // resumeCase is a list request, the answer's continue token, and the
@@ -95,7 +69,7 @@ var resumeCases = []resumeCase{
 func TestStreamResumedAtExactResourceVersion(t *testing.T) {
 	for _, contentType := range []string{"application/json", mediaProtobuf} {
 		for _, rc := range resumeCases {
-			body := configMaps(t, 60, rc.next, contentType)
+			body := configMaps(60, rc.next, contentType)
 			offsets := []int{200, len(body) / 3, len(body) / 2, len(body) - 2, len(body) - 1}
 			for cut := 300; cut < len(body); cut += len(body) / 23 {
 				offsets = append(offsets, cut)
@@ -144,7 +118,7 @@ func TestStreamResumedAtExactResourceVersion(t *testing.T) {
 // TestStreamHandsBytesOverAsTheyArrive: a streamed body's bytes reach the
 // caller before the body ends, and only the head is held.
 func TestStreamHandsBytesOverAsTheyArrive(t *testing.T) {
-	body := configMaps(t, 2000, "", "application/json")
+	body := configMaps(2000, "", "application/json")
 	s := newServer(t, answer{code: 200, body: body, cut: -1})
 	rt, _ := newList(s, listretry.Config{BufferSize: 1 << 10})
 	resp, err := rt.RoundTrip(listRequest(t))
@@ -172,7 +146,7 @@ func TestStreamHandsBytesOverAsTheyArrive(t *testing.T) {
 // spent on 503s), the caller gets the original break, as without kretry,
 // after exactly the bytes delivered: never a spliced body.
 func TestStreamResumeFails(t *testing.T) {
-	body := configMaps(t, 60, "", "application/json")
+	body := configMaps(60, "", "application/json")
 	const cut = 1500
 	breakErr := fmt.Errorf("read tcp: %w", io.ErrUnexpectedEOF)
 	// The same list with one byte changed inside the delivered prefix: a
@@ -234,7 +208,7 @@ func TestStreamResumeFails(t *testing.T) {
 // backs off and tries again; once new bytes arrived, the next break resumes
 // at once, and the skip count grows with what was delivered.
 func TestStreamResumeBrokenAgain(t *testing.T) {
-	body := configMaps(t, 80, "", mediaProtobuf)
+	body := configMaps(80, "", mediaProtobuf)
 	s := newServer(t,
 		answer{code: 200, body: body, cut: 1000, err: io.ErrUnexpectedEOF, contentType: mediaProtobuf},
 		answer{code: 200, body: body, cut: 500, err: io.ErrUnexpectedEOF, contentType: mediaProtobuf},
@@ -268,7 +242,7 @@ func TestStreamResumeBrokenAgain(t *testing.T) {
 // they were: CBOR, a Table, a custom resource's JSON list, a body the
 // caller decodes itself, and every body with Hold (single-object GETs).
 func TestStreamHeld(t *testing.T) {
-	builtIn := configMaps(t, 60, "", "application/json")
+	builtIn := configMaps(60, "", "application/json")
 	tests := []struct {
 		name        string
 		body        string
@@ -317,7 +291,7 @@ func TestStreamHeld(t *testing.T) {
 // TestStreamCallerContextEnds: the caller's context ending mid-body ends
 // the body with the read error, and nothing is asked for again.
 func TestStreamCallerContextEnds(t *testing.T) {
-	body := configMaps(t, 60, "", "application/json")
+	body := configMaps(60, "", "application/json")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newServer(t, answer{code: 200, body: body, cut: 1200, err: context.Canceled, onBreak: cancel})
@@ -339,7 +313,7 @@ func TestStreamCallerContextEnds(t *testing.T) {
 // TestStreamCloseCancelsResume: Close from another goroutine ends a resume
 // whose request hangs, and the Read waiting on it returns.
 func TestStreamCloseCancelsResume(t *testing.T) {
-	body := configMaps(t, 60, "", "application/json")
+	body := configMaps(60, "", "application/json")
 	s := newServer(t, answer{code: 200, body: body, cut: 1000, err: io.ErrUnexpectedEOF})
 	asked := make(chan struct{})
 	var once sync.Once

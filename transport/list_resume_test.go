@@ -20,13 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
+	"github.com/kretry/kretry/internal/harness/listbody"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -92,7 +91,7 @@ func (s *listServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.contentTypes = append(s.contentTypes, contentType)
 	s.mu.Unlock()
-	body := encodeConfigMaps(start, end, next, contentType)
+	body := listbody.ConfigMaps(start, end, next, contentType)
 	if change != nil {
 		body = change(body)
 	}
@@ -113,47 +112,14 @@ func (s *listServer) serve(w http.ResponseWriter, r *http.Request) {
 	conn.Close()
 }
 
-// encodeConfigMaps is the page [start, end) of the list, as kube-apiserver
-// encodes it.
-func encodeConfigMaps(start, end int, next, contentType string) []byte {
-	list := &corev1.ConfigMapList{
-		TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"},
-		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: next},
-	}
-	for i := start; i < end; i++ {
-		list.Items = append(list.Items, corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: "ns", ResourceVersion: strconv.Itoa(10 + i)},
-			Data:       map[string]string{"payload": strings.Repeat("x", 50+i%40)},
-		})
-	}
-	var buf bytes.Buffer
-	var err error
-	if contentType == protobufType {
-		err = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(list, &buf)
-	} else {
-		err = scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion).Encode(list, &buf)
-	}
-	if err != nil {
-		panic(err)
-	}
-	return buf.Bytes()
-}
-
 func listClientset(t *testing.T, server *listServer, contentType string, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
 	t.Helper()
 	// The typed clientset would ask for protobuf by default: name both.
-	cfg := &rest.Config{Host: server.URL, ContentConfig: rest.ContentConfig{ContentType: contentType, AcceptContentTypes: contentType}}
+	content := rest.ContentConfig{ContentType: contentType, AcceptContentTypes: contentType}
 	if contentType == protobufType {
-		cfg.AcceptContentTypes = protobufType + ",application/json"
+		content.AcceptContentTypes = protobufType + ",application/json"
 	}
-	if wrap != nil {
-		cfg.Wrap(wrap)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return clientsetWith(t, &rest.Config{Host: server.Server.URL, ContentConfig: content}, wrap)
 }
 
 // pagedList lists the ConfigMaps through client-go's pager, as informers
@@ -195,7 +161,7 @@ func TestClientsetListResumedAtExactResourceVersion(t *testing.T) {
 	defer cancel()
 	const items, pageSize = 250, 100
 	for _, contentType := range []string{"application/json", protobufType} {
-		pageLen := len(encodeConfigMaps(0, pageSize, "c100", contentType))
+		pageLen := len(listbody.ConfigMaps(0, pageSize, "c100", contentType))
 		for _, fraction := range []float64{0.05, 0.2, 0.37, 0.5, 0.71, 0.9, 0.999} {
 			cut := int(fraction * float64(pageLen))
 			t.Run(fmt.Sprintf("%s/pages cut at %d of ~%d", contentType, cut, pageLen), func(t *testing.T) {
@@ -234,7 +200,7 @@ func TestClientsetListResumedAtExactResourceVersion(t *testing.T) {
 		}
 		t.Run(contentType+"/whole list at resourceVersion=0", func(t *testing.T) {
 			server := newListServer(t, items)
-			server.cuts[0] = len(encodeConfigMaps(0, items, "", contentType)) * 2 / 3
+			server.cuts[0] = len(listbody.ConfigMaps(0, items, "", contentType)) * 2 / 3
 			cs := listClientset(t, server, contentType, transport.Wrapper(transport.Config{Clock: fakeclock.New(epoch)}))
 			list, err := cs.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 500})
 			if err != nil || len(list.Items) != items {
@@ -265,7 +231,7 @@ func TestClientsetListResumeRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, contentType := range []string{"application/json", protobufType} {
-		cut := len(encodeConfigMaps(0, 100, "c100", contentType)) / 2
+		cut := len(listbody.ConfigMaps(0, 100, "c100", contentType)) / 2
 		for _, tt := range []struct {
 			name  string
 			setup func(*listServer)

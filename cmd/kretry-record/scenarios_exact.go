@@ -72,17 +72,23 @@ func twice(ctx context.Context, e *env, cs *kubernetes.Clientset, ns string, opt
 	return meta, nil
 }
 
+// seededList is a fresh namespace of 7 ConfigMaps on the default server, and a recorded
+// clientset asking for encoding.
+func (e *env) seededList(ctx context.Context, name, encoding string) (string, *kubernetes.Clientset, *fixture.Recorder, error) {
+	ns, err := e.namespace(ctx, name)
+	if err == nil {
+		_, err = e.seed(ctx, serverDefault, ns, "cm", 7)
+	}
+	rec := &fixture.Recorder{}
+	return ns, e.recorded(serverDefault, apiserver.Admin, encoding, rec), rec, err
+}
+
 func listExact(encoding string) func(context.Context, *env) (*fixture.File, error) {
 	return func(ctx context.Context, e *env) (*fixture.File, error) {
-		ns, err := e.namespace(ctx, "list-exact"+suffix(encoding))
+		ns, cs, rec, err := e.seededList(ctx, "list-exact"+suffix(encoding), encoding)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := e.seed(ctx, serverDefault, ns, "cm", 7); err != nil {
-			return nil, err
-		}
-		rec := &fixture.Recorder{}
-		cs := e.recorded(serverDefault, apiserver.Admin, encoding, rec)
 		opts := metav1.ListOptions{Limit: 3}
 		for page := 1; ; page++ {
 			meta, err := twice(ctx, e, cs, ns, opts, func(meta metav1.ListMeta) metav1.ListOptions {
@@ -105,15 +111,10 @@ func listExact(encoding string) func(context.Context, *env) (*fixture.File, erro
 }
 
 func listRV0Exact(ctx context.Context, e *env) (*fixture.File, error) {
-	ns, err := e.namespace(ctx, "list-rv0-exact")
+	ns, cs, rec, err := e.seededList(ctx, "list-rv0-exact", JSON)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.seed(ctx, serverDefault, ns, "cm", 7); err != nil {
-		return nil, err
-	}
-	rec := &fixture.Recorder{}
-	cs := e.recorded(serverDefault, apiserver.Admin, JSON, rec)
 	meta, err := twice(ctx, e, cs, ns, metav1.ListOptions{ResourceVersion: "0", Limit: 500}, func(meta metav1.ListMeta) metav1.ListOptions {
 		return metav1.ListOptions{ResourceVersion: meta.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}
 	})
