@@ -202,6 +202,15 @@ func scanProtobuf(head []byte) (listMeta, verdict) {
 			rawEnd = p.pos + int(length)
 			break
 		}
+		if field == 1 {
+			// TypeMeta: only a list's body has a ListMeta first.
+			if p.pos+int(length) > len(p.buf) {
+				return listMeta{}, needMore
+			}
+			if !isListKind(p.buf[p.pos : p.pos+int(length)]) {
+				return listMeta{}, hold
+			}
+		}
 		if !p.skip(length) {
 			return p.verdict()
 		}
@@ -239,6 +248,27 @@ func scanProtobuf(head []byte) (listMeta, verdict) {
 		return listMeta{}, hold
 	}
 	return meta, stream
+}
+
+// isListKind reports whether a runtime.TypeMeta (apiVersion 1, kind 2)
+// names a list kind.
+func isListKind(typeMeta []byte) bool {
+	p := protoReader{buf: typeMeta}
+	for p.pos < len(typeMeta) {
+		field, wire, ok := p.tag()
+		if !ok || wire != wireBytes {
+			return false
+		}
+		length, ok := p.varint()
+		if !ok || p.pos+int(length) > len(typeMeta) {
+			return false
+		}
+		if field == 2 {
+			return bytes.HasSuffix(typeMeta[p.pos:p.pos+int(length)], []byte("List"))
+		}
+		p.pos += int(length)
+	}
+	return false
 }
 
 // parseListMeta reads a whole metav1.ListMeta: selfLink (1),
