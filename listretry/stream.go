@@ -1,6 +1,7 @@
 package listretry
 
 import (
+	"bytes"
 	"context"
 	"hash/crc32"
 	"io"
@@ -86,6 +87,10 @@ type streamBody struct {
 	contentType string
 
 	head []byte // the head not yet handed over
+	// whole is the whole head, kept to compare a resumed answer's head
+	// byte for byte (it holds the continue token, where a page served
+	// once from the watch cache and once from etcd differs).
+	whole []byte
 	// read counts the bytes read from the server, head included: all of
 	// them are the caller's. sum is their running CRC-32.
 	read int64
@@ -107,7 +112,7 @@ type streamBody struct {
 func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker, resp *http.Response, head []byte, meta listMeta) *streamBody {
 	return &streamBody{
 		rt: rt, req: req, tracker: tracker, meta: meta, contentType: resp.Header.Get("Content-Type"),
-		head: head, read: int64(len(head)), sum: crc32.Update(0, runningTable, head),
+		head: head, whole: head, read: int64(len(head)), sum: crc32.Update(0, runningTable, head),
 		current: resp.Body,
 	}
 }
@@ -292,8 +297,9 @@ func (b *streamBody) resume(breakErr error) bool {
 }
 
 // skip reads the delivered prefix's length from body and reports whether
-// it hashes as the delivered bytes did. A body that ends sooner does not
-// match; a read error is returned for the caller to resume again.
+// it is the delivered bytes: the head byte for byte, all of it by its
+// running hash. A body that ends sooner does not match; a read error is
+// returned for the caller to resume again.
 func (b *streamBody) skip(body io.Reader) (skipped int64, matched bool, err error) {
 	bufp := skipPool.Get().(*[]byte)
 	defer skipPool.Put(bufp)
@@ -301,6 +307,11 @@ func (b *streamBody) skip(body io.Reader) (skipped int64, matched bool, err erro
 	var sum uint32
 	for skipped < b.read {
 		n, err := body.Read(buf[:min(int64(len(buf)), b.read-skipped)])
+		if head := int64(len(b.whole)); skipped < head {
+			if !bytes.Equal(buf[:min(int64(n), head-skipped)], b.whole[skipped:min(head, skipped+int64(n))]) {
+				return skipped + int64(n), false, nil
+			}
+		}
 		sum = crc32.Update(sum, runningTable, buf[:n])
 		skipped += int64(n)
 		switch {

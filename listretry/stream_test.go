@@ -147,11 +147,18 @@ func TestStreamHandsBytesOverAsTheyArrive(t *testing.T) {
 // after exactly the bytes delivered: never a spliced body.
 func TestStreamResumeFails(t *testing.T) {
 	body := configMaps(60, "", "application/json")
-	const cut = 1500
+	// Past the 4 KiB head: the head is compared byte for byte, the rest by
+	// its running hash.
+	const cut = 6000
+	if len(body) < cut+1000 {
+		t.Fatalf("test body of %d bytes is too short", len(body))
+	}
 	breakErr := fmt.Errorf("read tcp: %w", io.ErrUnexpectedEOF)
-	// The same list with one byte changed inside the delivered prefix: a
-	// page served once from the watch cache and once from etcd.
+	// The same list with one byte changed inside the delivered prefix, past
+	// the head; and inside the head (a page served once from the watch
+	// cache and once from etcd: its continue token differs by a byte).
 	changed := body[:cut-100] + "X" + body[cut-99:]
+	changedHead := body[:60] + "X" + body[61:]
 	gone := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 42 (99)","reason":"Expired","code":410}`
 	unavailable := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":503}`
 	tests := []struct {
@@ -160,7 +167,8 @@ func TestStreamResumeFails(t *testing.T) {
 		outcome  listretry.ResumeOutcome
 		requests int // in all
 	}{
-		{"prefix mismatch", answer{code: 200, body: changed, cut: -1}, listretry.ResumeMismatch, 2},
+		{"prefix mismatch past the head", answer{code: 200, body: changed, cut: -1}, listretry.ResumeMismatch, 2},
+		{"prefix mismatch in the head", answer{code: 200, body: changedHead, cut: -1}, listretry.ResumeMismatch, 2},
 		{"410 at the exact resourceVersion", answer{code: http.StatusGone, body: gone, cut: -1}, listretry.ResumeGone, 2},
 		{"another content type", answer{code: 200, body: body, cut: -1, contentType: "application/cbor"}, listretry.ResumeMismatch, 2},
 		{"shorter than the prefix", answer{code: 200, body: body[:cut-1], cut: -1}, listretry.ResumeMismatch, 2},
