@@ -261,3 +261,39 @@ func TestClientsetListResumeRefused(t *testing.T) {
 		}
 	}
 }
+
+// listRecorder is a recorder that also hears LIST resumes.
+type listRecorder struct{ recorder }
+
+func (r *listRecorder) ObserveListResume(e transport.ListResumeEvent) {
+	r.add("list-resume %s skipped=%d requests=%d", e.Outcome, e.SkippedBytes, e.Requests)
+}
+
+// TestListResumeObserved: an Observer that is a ListResumeObserver hears each resume's
+// outcome after the attempts and the resume's retry, a compacted resourceVersion included;
+// a plain Observer still hears the attempts and the retry.
+func TestListResumeObserved(t *testing.T) {
+	ctx := context.Background()
+	body := listbody.ConfigMaps(0, 250, "", "application/json")
+	for _, compacted := range []bool{false, true} {
+		server := newListServer(t, 250)
+		server.cuts[0] = len(body) / 2
+		server.compacted = compacted
+		observer := &listRecorder{}
+		cs := listClientset(t, server, "application/json", transport.Wrapper(transport.Config{Clock: fakeclock.New(epoch), Observer: observer}))
+		_, err := cs.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{})
+		outcome := "resumed"
+		if compacted {
+			outcome = "gone"
+		}
+		want := []string{
+			"attempt list 2xx 200",
+			"resume list broken-body 0 wait=0s",
+			"attempt list " + map[bool]string{false: "2xx 200", true: "4xx 410"}[compacted],
+			fmt.Sprintf("list-resume %s skipped=%d requests=1", outcome, map[bool]int{false: len(body) / 2, true: 0}[compacted]),
+		}
+		if got := observer.lines(); fmt.Sprint(got) != fmt.Sprint(want) || (err != nil) != compacted {
+			t.Errorf("compacted=%v: List err %v, events\n%s\nwant\n%s", compacted, err, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
