@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +296,33 @@ func TestListResumeObserved(t *testing.T) {
 		if got := observer.lines(); fmt.Sprint(got) != fmt.Sprint(want) || (err != nil) != compacted {
 			t.Errorf("compacted=%v: List err %v, events\n%s\nwant\n%s", compacted, err, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+}
+
+// TestClientsetListCallerContextEnds: the caller's context ending mid-body ends the LIST with
+// the context's error, and kretry asks for nothing again.
+func TestClientsetListCallerContextEnds(t *testing.T) {
+	body := listbody.ConfigMaps(0, 250, "", "application/json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var requests atomic.Int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		cancel() // the caller gives up while the body is coming
+		<-r.Context().Done()
+	}))
+	t.Cleanup(server.Close)
+	cfg := &rest.Config{Host: server.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"}}
+	cs := clientsetWith(t, cfg, transport.Wrapper(transport.Config{Clock: fakeclock.New(epoch)}))
+	_, err := cs.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("List err = %v, want the caller's context.Canceled", err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("%d requests, want 1", n)
 	}
 }
