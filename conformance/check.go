@@ -95,11 +95,13 @@ func (r *replay) checkList(obs observation) string {
 	return ""
 }
 
-// recordedItems are the items of every recorded successful LIST, in order.
+// recordedItems are the items of every recorded successful LIST, in order. A LIST recorded
+// as a resume asks for it (at resourceVersionMatch=Exact, or a query recorded before) is the
+// same list again, not more items.
 func (r *replay) recordedItems() ([]Event, error) {
 	var items []Event
-	for _, ex := range r.lists {
-		if ex.Response.Status != http.StatusOK {
+	for i, ex := range r.lists {
+		if ex.Response.Status != http.StatusOK || r.recordedAgain(i) {
 			continue
 		}
 		list, _, err := scheme.Codecs.UniversalDeserializer().Decode(ex.Response.Body(), nil, nil)
@@ -153,6 +155,21 @@ func (r *replay) checkInformer(obs observation) string {
 		}
 	}
 	return ""
+}
+
+// recordedAgain reports whether recorded LIST i asks again for a list recorded before it: at
+// resourceVersionMatch=Exact, or with the same query.
+func (r *replay) recordedAgain(i int) bool {
+	q := r.lists[i].Request.Query()
+	if i > 0 && q.Get("resourceVersionMatch") == "Exact" {
+		return true
+	}
+	for _, earlier := range r.lists[:i] {
+		if sameQuery(earlier.Request.Query(), q) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkStatus checks that a call failed with the server's Status of code, or, for code 0,

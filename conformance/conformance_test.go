@@ -125,7 +125,7 @@ func TestStockClientGoFails(t *testing.T) {
 		"informer/resume-503",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
-	}, cborFailures...))
+	}, append(cborFailures, listResumeFailures...)...))
 	// The reasons are the caller's view: client-go decoded the injected ERROR frames
 	// (JSON and protobuf) and the relists were seen by the server.
 	for name, want := range map[string]string{
@@ -193,5 +193,5 @@ func TestRetryEverythingFails(t *testing.T) {
 		"informer/error-500",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
-	}, cborFailures...))
+	}, append(cborFailures, listResumeFailures...)...))
 }

@@ -25,7 +25,7 @@ func (c *cutOnce) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = struct {
 			io.Reader
 			io.Closer
-		}{io.MultiReader(io.LimitReader(resp.Body, 20), errReader{}), resp.Body}
+		}{io.MultiReader(io.LimitReader(resp.Body, 100), errReader{}), resp.Body}
 	}
 	return resp, err
 }
@@ -34,13 +34,16 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
-// A LIST whose body breaks mid-read is asked for again with the same query;
-// the caller reads the whole body as if nothing happened.
+// A LIST whose body breaks mid-read is asked for again at the exact
+// resourceVersion the body carried; the caller reads the whole body, once,
+// as if nothing happened.
 func ExampleNew() {
+	const list = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[` +
+		`{"metadata":{"name":"a"}},{"metadata":{"name":"b"}},{"metadata":{"name":"c"}}]}`
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Println("server asked for", r.URL.RequestURI())
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[]}`)
+		fmt.Fprint(w, list)
 	}))
 	defer server.Close()
 
@@ -59,6 +62,6 @@ func ExampleNew() {
 	fmt.Println(resp.StatusCode, string(body), err)
 	// Output:
 	// server asked for /api/v1/pods?limit=500&resourceVersion=0
-	// server asked for /api/v1/pods?limit=500&resourceVersion=0
-	// 200 {"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[]} <nil>
+	// server asked for /api/v1/pods?resourceVersion=42&resourceVersionMatch=Exact
+	// 200 {"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}},{"metadata":{"name":"c"}}]} <nil>
 }

@@ -2,6 +2,7 @@ package listretry
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -20,12 +21,20 @@ type Config struct {
 	// from its Config (the policy is internal: outside this module, leave
 	// it nil for the recommended defaults).
 	Policy *policy.Policy
-	// BufferSize bounds the part of a body read before the response is
-	// handed over; default DefaultBufferSize.
+	// BufferSize bounds a body that is held whole before the response is
+	// handed over (one that cannot be resumed mid-way: CBOR, a Table, a
+	// custom resource's JSON list, every body when Hold is set); default
+	// DefaultBufferSize. Streamed bodies are not bounded by it.
 	BufferSize int64
+	// Hold holds every body whole, as single-object GETs are: none is
+	// streamed and resumed.
+	Hold bool
 	// Hooks are told about every attempt, retry and give-up. Set by
 	// package transport, which adapts them to its Observer and logs.
 	Hooks policy.Hooks
+	// OnResume, if set, is told what every resume of a streamed body came
+	// to. It is called on the caller's goroutine and must not block.
+	OnResume func(context.Context, Resume)
 }
 
 // New returns a RoundTripper that retries every request it is given, which
@@ -42,6 +51,9 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		client:     &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
 		policy:     cfg.Policy,
 		bufferSize: cfg.BufferSize,
+		hold:       cfg.Hold,
+		hooks:      cfg.Hooks,
+		onResume:   cfg.OnResume,
 	}
 }
 
@@ -49,34 +61,75 @@ type roundTripper struct {
 	client     *establish.Client
 	policy     *policy.Policy
 	bufferSize int64
+	hold       bool
+	hooks      policy.Hooks
+	onResume   func(context.Context, Resume)
 }
 
-// RoundTrip sends req until the policy hands its answer over, with the body
-// of a successful answer already read (up to the bound).
+// RoundTrip sends req until the policy hands its answer over: a streamed
+// body with its head read, or a held one read whole (up to the bound).
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	return rt.client.Do(req, rt.policy.NewTracker(), rt.buffer)
+	tracker := rt.policy.NewTracker()
+	return rt.client.Do(req, tracker, func(resp *http.Response) error { return rt.prepare(req, tracker, resp) })
+}
+
+// prepare readies a successful answer's body for the caller. A body that
+// can be resumed mid-way is streamed once its head names the list's
+// resourceVersion; any other is held whole (buffer). A read error before
+// the body is handed over is returned for the policy to judge: the
+// request is then asked for again as it was.
+func (rt *roundTripper) prepare(req *http.Request, tracker *policy.Tracker, resp *http.Response) error {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	var scan func([]byte) (listMeta, verdict)
+	if !rt.hold {
+		scan = streamable(req, resp)
+	}
+	if scan == nil {
+		return rt.buffer(resp, nil)
+	}
+	head, meta, v, whole, err := readHead(resp.Body, scan)
+	switch {
+	case err != nil:
+		return err
+	case whole:
+		_ = resp.Body.Close()
+		resp.Body = &bufferedBody{held: &held{segments: [][]byte{head}}}
+	case v == stream:
+		resp.Body = newStreamBody(rt, req, tracker, resp, head, meta)
+	default:
+		return rt.buffer(resp, head)
+	}
+	return nil
 }
 
 // buffer reads a successful answer's body into memory, so that a body that
 // breaks mid-read is an attempt that failed, not a response already handed
-// to the caller. A read error is returned for the policy to judge.
+// to the caller. head is what was read of it already. A read error is
+// returned for the policy to judge.
 //
 // The bound is the bound: at most bufferSize bytes are ever held. A body
 // that declares a larger Content-Length is not buffered at all; one of
 // unknown length is read until it ends or passes the bound, and in the
 // latter case streams on from there, unprotected.
-func (rt *roundTripper) buffer(resp *http.Response) error {
-	if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
-		return nil
+func (rt *roundTripper) buffer(resp *http.Response, head []byte) error {
+	rest := resp.Body
+	if len(head) > 0 {
+		rest = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	}
 	if resp.ContentLength > rt.bufferSize {
+		resp.Body = rest
 		return nil
 	}
 	limit := int(rt.bufferSize)
 	if resp.ContentLength >= 0 {
 		limit = int(resp.ContentLength)
 	}
-	h, whole, next, err := readHeld(resp.Body, limit)
+	h, whole, next, err := readHeld(rest, limit)
 	if err != nil {
 		return err
 	}
@@ -90,7 +143,7 @@ func (rt *roundTripper) buffer(resp *http.Response) error {
 	for _, seg := range h.segments {
 		readers = append(readers, bytes.NewReader(seg))
 	}
-	readers = append(readers, bytes.NewReader(next), resp.Body)
+	readers = append(readers, bytes.NewReader(next), rest)
 	resp.Body = &partialBody{Reader: io.MultiReader(readers...), Closer: resp.Body, held: h.capacity()}
 	return nil
 }

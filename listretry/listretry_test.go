@@ -73,6 +73,9 @@ type answer struct {
 	err           error
 	contentLength bool
 	onBreak       func()
+	// contentType is the answer's; default application/json. encoding is
+	// its Content-Encoding, if any.
+	contentType, encoding string
 }
 
 func newServer(t *testing.T, answers ...answer) *server {
@@ -88,12 +91,19 @@ func newServer(t *testing.T, answers ...answer) *server {
 		}
 		body := &brokenBody{data: strings.NewReader(data), err: readErr, onBreak: a.onBreak}
 		s.bodies = append(s.bodies, body)
+		contentType := a.contentType
+		if contentType == "" {
+			contentType = "application/json"
+		}
 		resp := &http.Response{
 			StatusCode: a.code, Status: http.StatusText(a.code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{"Content-Type": {"application/json"}}, Body: body, ContentLength: -1, Request: req,
+			Header: http.Header{"Content-Type": {contentType}}, Body: body, ContentLength: -1, Request: req,
 		}
 		if a.contentLength {
 			resp.ContentLength = int64(len(a.body))
+		}
+		if a.encoding != "" {
+			resp.Header.Set("Content-Encoding", a.encoding)
 		}
 		return resp, nil
 	})
@@ -131,21 +141,39 @@ func listRequest(t *testing.T) *http.Request {
 	return req
 }
 
+// items is a built-in kind's JSON list of n pods, a page with more to
+// come: its metadata comes before its items, so it is streamed.
 func items(n int) string {
 	var b strings.Builder
 	b.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"next"},"items":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"metadata":{"name":"pod-%04d"}}`, i)
-	}
+	writeItems(&b, n)
 	b.WriteString("]}")
 	return b.String()
 }
 
+// customItems is a custom resource's JSON list of n objects: its keys are
+// sorted, so its metadata comes last and it is held.
+func customItems(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"apiVersion":"example.com/v1","items":[`)
+	writeItems(&b, n)
+	b.WriteString(`],"kind":"WidgetList","metadata":{"continue":"next","resourceVersion":"42"}}`)
+	return b.String()
+}
+
+func writeItems(b *strings.Builder, n int) {
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, `{"metadata":{"name":"pod-%04d"}}`, i)
+	}
+}
+
+// TestBodyBrokenMidReadIsRetried: a held body (one that cannot be resumed
+// mid-way) broken mid-read is asked for again whole, with the same query.
 func TestBodyBrokenMidReadIsRetried(t *testing.T) {
-	body := items(200)
+	body := customItems(200)
 	tests := []struct {
 		name          string
 		err           error
@@ -217,7 +245,7 @@ func TestBodyBrokenUntilWindowEnds(t *testing.T) {
 }
 
 func TestBodyPastBufferStreamsUnprotected(t *testing.T) {
-	body := items(100)
+	body := customItems(100)
 	const bufferSize = 1024
 	t.Run("break past the bound reaches the caller", func(t *testing.T) {
 		s := newServer(t, answer{code: 200, body: body, cut: 2 * bufferSize, err: io.ErrUnexpectedEOF},
@@ -291,7 +319,7 @@ func TestExpiredContinueDeliveredAtOnce(t *testing.T) {
 }
 
 func TestContextEndsMidBody(t *testing.T) {
-	body := items(50)
+	body := customItems(50)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newServer(t, answer{code: 200, body: body, cut: 100, err: context.Canceled, onBreak: cancel})
@@ -367,7 +395,7 @@ func TestDefaults(t *testing.T) {
 // and a declared length over it was still buffered from zero.
 func TestBufferBound(t *testing.T) {
 	const bound = 100 << 10
-	body := items(7000) // well past the bound
+	body := customItems(7000) // well past the bound
 	if len(body) < 2*bound {
 		t.Fatalf("test body of %d bytes is too small", len(body))
 	}
@@ -417,7 +445,7 @@ func TestAnyBodyReadErrorIsABreak(t *testing.T) {
 		errors.New("local error: tls: bad record MAC"),
 	} {
 		t.Run(readErr.Error(), func(t *testing.T) {
-			body := items(50)
+			body := customItems(50)
 			s := newServer(t, answer{code: 200, body: body, cut: 10, err: readErr}, answer{code: 200, body: body, cut: -1})
 			rt, _ := newList(s, listretry.Config{})
 			resp, err := rt.RoundTrip(listRequest(t))

@@ -23,11 +23,13 @@
 // (never a URL, namespace, object name, query or header):
 //
 //	kretry_requests_total{verb,outcome}   attempts sent to the API server, by answer class (2xx 3xx 4xx 429 5xx connection canceled)
-//	kretry_retries_total{verb,reason}     retries of a request's establishment, and watch resumes (verb="watch")
+//	kretry_retries_total{verb,reason}     retries of a request's establishment, and resumes (watch streams, LIST bodies)
 //	kretry_watch_resumes_total{reason}    reopenings of an established watch stream at its resume point
 //	kretry_giveups_total{verb,reason}     failures kretry stopped retrying and handed over (or ended a watch cleanly on)
 //	kretry_retry_wait_seconds{verb}       how long kretry waited before each retry or resume (histogram)
 //	kretry_budget_refusals_total{verb}    retries the retry budget refused
+//	kretry_list_resumes_total{outcome}    LIST bodies broken mid-read and asked for again at their resourceVersion (resumed mismatch gone gave-up)
+//	kretry_list_resume_skipped_bytes_total  bytes of those re-requests read again and checked against what was delivered
 //
 // verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
 // error-event, invalid-frame, stall or deadline (give-ups only).

@@ -17,9 +17,14 @@ type Metrics struct {
 	giveUps        *prometheus.CounterVec
 	retryWait      *prometheus.HistogramVec
 	budgetRefusals *prometheus.CounterVec
+	listResumes    *prometheus.CounterVec
+	listSkipped    *prometheus.CounterVec // no labels: no series before the first resume
 }
 
-var _ transport.Observer = (*Metrics)(nil)
+var (
+	_ transport.Observer           = (*Metrics)(nil)
+	_ transport.ListResumeObserver = (*Metrics)(nil)
+)
 
 // WaitBuckets are the buckets of kretry_retry_wait_seconds, in seconds:
 // from an immediate resume to the 60s cap on a server-named wait.
@@ -56,6 +61,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kretry_budget_refusals_total",
 			Help: "Retries the retry budget refused (the failure went to the caller at once), by verb.",
 		}, []string{"verb"}),
+		listResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kretry_list_resumes_total",
+			Help: "LIST bodies broken mid-read and asked for again at their exact resourceVersion, by outcome (resumed, mismatch, gone, gave-up).",
+		}, []string{"outcome"}),
+		listSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kretry_list_resume_skipped_bytes_total",
+			Help: "Bytes of LIST bodies read again on a resume and checked against what was already delivered.",
+		}, nil),
 	}
 	var err error
 	m.requests, err = register(reg, m.requests)
@@ -73,6 +86,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if err == nil {
 		m.budgetRefusals, err = register(reg, m.budgetRefusals)
+	}
+	if err == nil {
+		m.listResumes, err = register(reg, m.listResumes)
+	}
+	if err == nil {
+		m.listSkipped, err = register(reg, m.listSkipped)
 	}
 	if err != nil {
 		return nil, err
@@ -99,10 +118,10 @@ func (m *Metrics) ObserveAttempt(e transport.AttemptEvent) {
 }
 
 // ObserveRetry counts kretry_retries_total, kretry_watch_resumes_total for
-// a resume, and the wait into kretry_retry_wait_seconds.
+// a watch resume, and the wait into kretry_retry_wait_seconds.
 func (m *Metrics) ObserveRetry(e transport.RetryEvent) {
 	m.retries.WithLabelValues(string(e.Verb), string(e.Reason)).Inc()
-	if e.Resume {
+	if e.Resume && e.Verb == transport.VerbWatch {
 		m.resumes.WithLabelValues(string(e.Reason)).Inc()
 	}
 	m.retryWait.WithLabelValues(string(e.Verb)).Observe(e.Wait.Seconds())
@@ -116,4 +135,11 @@ func (m *Metrics) ObserveGiveUp(e transport.GiveUpEvent) {
 // ObserveBudgetRefusal counts kretry_budget_refusals_total.
 func (m *Metrics) ObserveBudgetRefusal(e transport.BudgetEvent) {
 	m.budgetRefusals.WithLabelValues(string(e.Verb)).Inc()
+}
+
+// ObserveListResume counts kretry_list_resumes_total by outcome and the
+// bytes checked into kretry_list_resume_skipped_bytes_total.
+func (m *Metrics) ObserveListResume(e transport.ListResumeEvent) {
+	m.listResumes.WithLabelValues(string(e.Outcome)).Inc()
+	m.listSkipped.WithLabelValues().Add(float64(e.SkippedBytes))
 }

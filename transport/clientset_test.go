@@ -67,7 +67,12 @@ func cutMidBody(w http.ResponseWriter, body string) {
 
 func clientset(t *testing.T, server *httptest.Server, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
 	t.Helper()
-	cfg := &rest.Config{Host: server.URL}
+	return clientsetWith(t, &rest.Config{Host: server.URL}, wrap)
+}
+
+// clientsetWith is a typed clientset for cfg, wrapped with wrap if any.
+func clientsetWith(t *testing.T, cfg *rest.Config, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
+	t.Helper()
 	if wrap != nil {
 		cfg.Wrap(wrap)
 	}

@@ -41,10 +41,21 @@ type Config struct {
 	// server sits behind a path-routing proxy (e.g. "/k8s/clusters/c-1");
 	// default none. Requests outside the API paths pass through.
 	APIPrefix string
-	// ListBufferSize bounds how much of a LIST body is held in memory so
-	// that a body broken mid-read can be asked for again; default 128 MiB.
-	// A body that declares a larger Content-Length, or turns out larger,
-	// streams through unprotected past what was read.
+	// ListBufferSize bounds the LIST bodies that are held whole in memory
+	// before the caller sees them, so that one broken mid-read can be asked
+	// for again; default 128 MiB. Most LIST bodies are not held: a JSON or
+	// protobuf list of a built-in kind streams to the caller as it
+	// arrives, holding back only its head (up to 64 KiB) until the list's
+	// resourceVersion is known, and a break mid-body is resumed by asking
+	// for the same list at that exact resourceVersion, reading past the
+	// bytes already delivered and checking they are the same; so a list
+	// of any size is protected, at no extra memory. Held whole, up to this
+	// bound, are the bodies that are not the same when asked for again or
+	// name their resourceVersion too late: CBOR, as=Table, custom
+	// resources in JSON, a body whose Content-Encoding the caller decodes
+	// itself, and single-object GETs (RetryGets). A held body that declares
+	// a larger Content-Length, or turns out larger, streams through
+	// unprotected past what was read.
 	ListBufferSize int64
 	// MaxFrameSize bounds one watch event; a larger one ends the stream
 	// with an error; default 16 MiB, as client-go.

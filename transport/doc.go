@@ -10,8 +10,10 @@
 // The package only composes. It classifies each request (classify) and
 // routes it: WATCH requests to package watchretry, which resumes broken
 // streams from the last resourceVersion; LIST requests (and, if configured,
-// single-object GETs) to package listretry, which retries before and during
-// the body. Everything else (any other method, upgrades, log, exec, attach,
+// single-object GETs) to package listretry, which retries before the body,
+// streams a JSON or protobuf list to the caller as it arrives and resumes a
+// body broken mid-read at the list's exact resourceVersion (see
+// Config.ListBufferSize for the bodies it holds whole instead). Everything else (any other method, upgrades, log, exec, attach,
 // port-forward, proxy, paths outside the API) passes through untouched and
 // is never retried. The decisions themselves live in internal/policy.
 //
@@ -23,10 +25,12 @@
 // that client-go's own retries do not multiply kretry's.
 //
 // What kretry does is observable three ways. Config.Observer hears every
-// attempt, retry, watch resume, give-up and budget refusal (package
+// attempt, retry, watch resume, give-up and budget refusal, and, if it is
+// a ListResumeObserver, what every LIST body resume came to (package
 // github.com/kretry/kretry/metrics turns them into Prometheus metrics).
 // Logs go to klog.FromContext(req.Context()), the logger client-go callers
-// already configure: V(2) one line per give-up and per watch resume, V(4)
+// already configure: V(2) one line per give-up, per watch resume and per
+// LIST body resume, V(4)
 // one per attempt and per retry, with the path, reason, counts, durations
 // and a watch's resume resourceVersion, never a header value, a query or
 // a body. Config.OnRetry is the older, simpler hook.

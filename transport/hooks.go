@@ -45,7 +45,10 @@ func (c Config) hooks(verb Verb) policy.Hooks {
 			}
 			if logger := klog.FromContext(ctx).V(level); logger.Enabled() {
 				msg := "kretry: retrying"
-				if r.Resume {
+				switch {
+				case r.Resume && verb == VerbList:
+					msg = "kretry: resuming list"
+				case r.Resume:
 					msg = "kretry: resuming watch"
 				}
 				logger.Info(msg, "verb", verb, "path", r.Path, "reason", r.Reason, "cause", withoutQuery(r.Cause),

@@ -104,7 +104,9 @@ type RetryEvent struct {
 	// Wait is how long kretry waits first.
 	Wait time.Duration
 	// Resume is set for the reopening of an established watch stream at
-	// its resume point, rather than a retry of its establishment.
+	// its resume point, and for the re-request of a LIST body broken
+	// mid-read at its resourceVersion (Verb list), rather than a retry of
+	// a request's establishment.
 	Resume bool
 }
 

@@ -16,9 +16,12 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		next:      next,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
-		list:      listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbList)}),
-		// The same LIST retries, reported as gets.
-		get: listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbGet)}),
+		list: listretry.New(next, listretry.Config{
+			Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbList), OnResume: cfg.onListResume(),
+		}),
+		// The same LIST retries, reported as gets, and every body held
+		// whole: a single object has no list resourceVersion to resume at.
+		get: listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbGet), Hold: true}),
 		watch: watchretry.New(next, watchretry.Config{
 			Policy:           p,
 			MaxFrameSize:     cfg.MaxFrameSize,
