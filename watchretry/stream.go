@@ -76,22 +76,18 @@ type stream struct {
 	skipInPlace int
 }
 
-func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, opened time.Time) *stream {
+func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, params watchParams, deadline time.Time) *stream {
 	ctx, cancel := context.WithCancel(req.Context())
-	params := parseWatchParams(req)
 	s := &stream{
-		rt:      rt,
-		orig:    req,
-		params:  params,
-		enc:     enc,
-		tracker: tracker,
-		ctx:     ctx,
-		cancel:  cancel,
-		point:   newResumePoint(params),
-	}
-	if params.timeout > 0 {
-		s.deadline = opened.Add(params.timeout)
-		tracker.SetDeadline(s.deadline)
+		rt:       rt,
+		orig:     req,
+		params:   params,
+		enc:      enc,
+		tracker:  tracker,
+		deadline: deadline,
+		ctx:      ctx,
+		cancel:   cancel,
+		point:    newResumePoint(params),
 	}
 	s.attach(resp.Body)
 	tracker.Opened()
@@ -291,7 +287,7 @@ func (s *stream) resume() {
 	req := resumeRequest(s.ctx, s.orig, string(s.point.rv), remaining)
 	resp, attempts, err := s.rt.client.Resume(req, s.tracker, establish.Run{
 		ResourceVersion: string(s.point.rv), Since: s.run.since, Attempts: s.run.attempts,
-	})
+	}, s.rt.bounds(s.deadline))
 	s.run.attempts += attempts
 	switch {
 	case err != nil:
