@@ -206,21 +206,31 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if class != policy.Deliver && s.point.known {
 			outcome := policy.Outcome{Class: class}
 			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
-			s.closeBody()
 			reason := policy.ReasonErrorEvent
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
+				s.closeBody()
 				s.waitFor(decision.Wait, reason, int(event.Code), fmt.Sprintf("ERROR event %d", event.Code))
 				return
 			}
-			// Retries spent, refused by the budget, or the caller's deadline
-			// near: end as the cut would have ended without kretry;
-			// client-go re-watches from its resourceVersion instead of
-			// relisting on the ERROR.
 			s.gaveUp(decision.Reason(reason), decision.Stopped == policy.StoppedByBudget)
+			if class == policy.InternalError && decision.Stopped == policy.StoppedByWindow {
+				// A server that answers this watch but has sent ERROR 5xx
+				// for a whole window cannot serve it: the ERROR is the
+				// caller's, and client-go relists, as its own
+				// MaxInternalErrorRetryDuration does. A clean end would
+				// make it re-watch into the same errors, window after
+				// window, its cache stale.
+				s.pending = f.Raw
+				s.state = draining
+				return
+			}
+			// Refused by the budget, or the caller's deadline near: end as
+			// the cut would have ended without kretry; client-go re-watches
+			// from its resourceVersion.
 			s.finish(io.EOF)
 			return
 		}

@@ -122,9 +122,11 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 }
 
 // TestInternalErrorWindowExhausted: "200, then ERROR 500" forever is not
-// progress; once the window is spent the stream ends cleanly after the last
-// whole event, so that client-go re-watches from its resourceVersion (an
-// ERROR 500 would make it relist).
+// progress; once the window is spent the last ERROR 500 is delivered and the
+// stream ends, so that client-go relists, as its own
+// MaxInternalErrorRetryDuration does. Fails before: a clean end, on which
+// client-go re-watched at the same resourceVersion into the same errors,
+// window after window, its cache stale.
 func TestInternalErrorWindowExhausted(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
@@ -136,7 +138,7 @@ func TestInternalErrorWindowExhausted(t *testing.T) {
 			h := newHarness(t, srv, nil)
 			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 			got := collect(t, w, -1)
-			want := []seen{{Type: watch.Added, RV: "101"}}
+			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 500}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
