@@ -71,6 +71,11 @@ type stream struct {
 	invalid int // invalid frames since the resume point last moved
 	run     failureRun
 
+	// owesSeparator is set when the last frame delivered went without the
+	// separator the server wrote after it (the caller's slice ended at
+	// the frame's end): the next Read hands it over as soon as it is read.
+	owesSeparator bool
+
 	// skipInPlace counts reads left to take the buffered path after a
 	// frame did not fit in the caller's slice (see readInPlace).
 	skipInPlace int
@@ -103,6 +108,12 @@ func (s *stream) Read(p []byte) (int, error) {
 	}
 	if s.isClosed() {
 		return 0, io.EOF
+	}
+	if s.owesSeparator && len(s.pending) == 0 && s.state == streaming {
+		s.owesSeparator = false
+		if sep := s.scanner.Separator(); len(sep) > 0 {
+			return copy(p, sep), nil
+		}
 	}
 	for len(s.pending) == 0 {
 		if s.state == done {
@@ -197,6 +208,7 @@ func (s *stream) onScanError(err error) {
 // frame is delivered.
 func (s *stream) onFrame(f *frame.Frame) {
 	event := &f.Event
+	s.owesSeparator = false
 	if s.state == draining {
 		s.pending = f.Raw
 		return
@@ -243,6 +255,9 @@ func (s *stream) onFrame(f *frame.Frame) {
 		return
 	}
 	s.pending = f.Raw
+	// A JSON frame whose newline has not arrived yet: the caller gets the
+	// newline on its next Read, not with the next frame.
+	s.owesSeparator = s.enc == frame.JSON && !endsWithSpace(f.Raw)
 	moved := s.point.observe(event)
 	if moved {
 		s.invalid = 0
