@@ -55,6 +55,8 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 type roundTripper struct {
 	client *establish.Client
 	cfg    Config
+	// conns are the connections its watches asked to retire.
+	conns marks
 }
 
 // RoundTrip opens the watch and, if it is a stream kretry can resume,
