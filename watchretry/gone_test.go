@@ -68,14 +68,7 @@ func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
 				events, rvs := history(t, ct)
 				fresh := expired(t, ct, inStream, tooOld("101", "500"))
 				srv := newServer(t, ct, reply{body: events[0], cut: true, cutAt: len(events[0])}, fresh, fresh)
-				srv.next = resumeFrom(t, events, rvs)
-				h := newHarness(t, srv, nil)
-				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-				got := collect(t, w, 3)
-				w.Stop()
-				if !reflect.DeepEqual(got, wantHistory) {
-					t.Fatalf("got %v, want %v", got, wantHistory)
-				}
+				h := watchHistory(t, srv, events, rvs)
 				// The watch, its resume, two retries on new connections.
 				if closes := srv.closed(); !reflect.DeepEqual(closes, []bool{false, false, true, true}) {
 					t.Errorf("req.Close %v, want the two retries only", closes)
