@@ -456,15 +456,16 @@ func TestBytesPassThroughUnchanged(t *testing.T) {
 func TestCloseDuringWait(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
+	broke := make(chan struct{})
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
-		reply{body: nil, cut: true, cutAt: 0}) // breaks again at once: the next wait is a backoff
+		reply{body: nil, cut: true, cutAt: 0, onEnd: func() { close(broke) }}) // breaks again at once: the next wait is a backoff
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	h := newHarness(t, srv, func(c *watchretry.Config) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
 	})
 	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 	collect(t, w, 1)
-	waitingOn(t, clock)
+	waitingOn(t, clock, broke)
 	w.Stop()
 	if rest := collect(t, w, -1); len(rest) != 0 {
 		t.Fatalf("after Stop: %v", rest)
@@ -473,8 +474,11 @@ func TestCloseDuringWait(t *testing.T) {
 }
 
 // waitingOn returns once a wait has started on clock.
-func waitingOn(t testing.TB, clock *clocktesting.FakeClock) {
+// after is closed once the break the wait follows has been read: before
+// it, the clock's waiter may be the bound of the attempt in flight.
+func waitingOn(t testing.TB, clock *clocktesting.FakeClock, after <-chan struct{}) {
 	t.Helper()
+	<-after
 	waitFor(t, clock.HasWaiters)
 }
 
@@ -570,7 +574,8 @@ func TestEstablishmentIsRetried(t *testing.T) {
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
-	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0})
+	broke := make(chan struct{})
+	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0, onEnd: func() { close(broke) }})
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	baseline := runtime.NumGoroutine()
 	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
@@ -581,7 +586,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		_, err := io.ReadAll(resp.Body)
 		read <- err
 	}()
-	waitingOn(t, clock) // the second break is backing off
+	waitingOn(t, clock, broke) // the second break is backing off
 	if err := resp.Body.Close(); err != nil {
 		t.Fatal(err)
 	}
