@@ -12,7 +12,7 @@ import (
 // timeoutSeconds, rounded up and never 0; a request without one is left as
 // it is, and so is one that already asks for it.
 func TestWithTimeout(t *testing.T) {
-	for _, tt := range []struct {
+	tests := []struct {
 		query     string
 		remaining time.Duration
 		want      string
@@ -21,7 +21,8 @@ func TestWithTimeout(t *testing.T) {
 		{"watch=true&timeoutSeconds=6", 6 * time.Second, "watch=true&timeoutSeconds=6"},
 		{"watch=true&timeoutSeconds=6", 100 * time.Millisecond, "timeoutSeconds=1&watch=true"},
 		{"watch=true", 3 * time.Second, "watch=true"},
-	} {
+	}
+	for _, tt := range tests {
 		req, err := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods?"+tt.query, nil)
 		if err != nil {
 			t.Fatal(err)
