@@ -251,7 +251,9 @@ func (b *streamBody) resume(breakErr error) bool {
 		if err := policy.Sleep(ctx, clock, decision.Wait); err != nil {
 			return done(ResumeGaveUp, 0)
 		}
-		resp, sent, err := b.rt.client.Resume(b.resumeRequest(ctx), b.tracker, run)
+		// A LIST has no watch deadline to carry: its resume is bounded by the caller's
+		// context and the window, as its first request was.
+		resp, sent, err := b.rt.client.Resume(b.resumeRequest(ctx), b.tracker, run, establish.Bounds{})
 		run.Attempts += sent
 		report.Requests = run.Attempts
 		if err != nil {

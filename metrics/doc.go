@@ -32,7 +32,8 @@
 //	kretry_list_resume_skipped_bytes_total  bytes of those re-requests read again and checked against what was delivered
 //
 // verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
-// error-event, invalid-frame, stall or deadline (give-ups only).
+// error-event, invalid-frame, stall, expired-resume (a 410 answering a watch
+// resume, retried on a new connection) or deadline (give-ups only).
 //
 // [ClientGoRetries] also counts each kretry retry and resume into
 // client-go's k8s.io/client-go/tools/metrics.RequestRetry, the hook behind

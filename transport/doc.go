@@ -41,10 +41,12 @@
 //
 // Giving up never makes things worse than client-go alone. A watch resume
 // that gives up (an apiserver down longer than InternalErrorWindow, a 401 or
-// 403, another 4xx, a 5xx past the window) ends the stream as a clean close
-// after the last whole event, exactly as the cut would have ended it:
-// client-go re-watches from its resourceVersion instead of relisting. Only
-// a 410 Expired is handed over as an ERROR event. A LIST or WATCH that gives
-// up on connection failures returns a *GiveUpError, which client-go does not
-// retry again.
+// 403, another 4xx, a 5xx answer past the window, the caller's
+// timeoutSeconds) ends the stream as a clean close after the last whole
+// event, exactly as the cut would have ended it: client-go re-watches from
+// its resourceVersion instead of relisting. A 410 Expired is handed over as
+// an ERROR event, and so is the last ERROR 5xx of a server that answered
+// the watch but sent them for a whole window: client-go then relists. A
+// LIST or WATCH that gives up on connection failures returns a
+// *GiveUpError, which client-go does not retry again.
 package transport

@@ -51,6 +51,22 @@ func resumeFrom(t testing.TB, events [][]byte, rvs []int) func(url.Values) reply
 
 var wantHistory = []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}, {Type: watch.Deleted, RV: "103"}}
 
+// watchHistory watches from 100 through srv, whose scripted replies are
+// followed by resumes answered from the history, and checks that the caller
+// sees the history exactly once.
+func watchHistory(t *testing.T, srv *server, events [][]byte, rvs []int) *harness {
+	t.Helper()
+	srv.next = resumeFrom(t, events, rvs)
+	h := newHarness(t, srv, nil)
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	got := collect(t, w, 3)
+	w.Stop()
+	if !reflect.DeepEqual(got, wantHistory) {
+		t.Fatalf("got %v, want %v", got, wantHistory)
+	}
+	return h
+}
+
 // TestCutAtEveryOffset cuts the stream at every byte and checks that the
 // caller sees each event exactly once, in order, and that the resume asks
 // for what follows the last whole event.
@@ -101,19 +117,11 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 			t.Run(ct+"/"+tc.name, func(t *testing.T) {
 				events, rvs := history(t, ct)
 				first := append(append([]byte{}, events[0]...), event(t, ct, watch.Error, errorStatus(429, metav1.StatusReasonTooManyRequests, tc.retryAfter))...)
-				srv := newServer(t, ct, reply{body: first, hold: true})
-				srv.next = resumeFrom(t, events, rvs)
-				h := newHarness(t, srv, nil)
-				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-				got := collect(t, w, 3)
-				w.Stop()
-				if !reflect.DeepEqual(got, wantHistory) {
-					t.Fatalf("got %v, want %v", got, wantHistory)
-				}
+				h := watchHistory(t, newServer(t, ct, reply{body: first, hold: true}), events, rvs)
 				if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{tc.wantWait}) {
 					t.Fatalf("waited %v, want [%v]", sleeps, tc.wantWait)
 				}
-				if rv := srv.query(1).Get("resourceVersion"); rv != "101" {
+				if rv := h.server.query(1).Get("resourceVersion"); rv != "101" {
 					t.Fatalf("resumed at %q, want 101", rv)
 				}
 			})
@@ -122,9 +130,11 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 }
 
 // TestInternalErrorWindowExhausted: "200, then ERROR 500" forever is not
-// progress; once the window is spent the stream ends cleanly after the last
-// whole event, so that client-go re-watches from its resourceVersion (an
-// ERROR 500 would make it relist).
+// progress; once the window is spent the last ERROR 500 is delivered and the
+// stream ends, so that client-go relists, as its own
+// MaxInternalErrorRetryDuration does. Fails before: a clean end, on which
+// client-go re-watched at the same resourceVersion into the same errors,
+// window after window, its cache stale.
 func TestInternalErrorWindowExhausted(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
@@ -136,7 +146,7 @@ func TestInternalErrorWindowExhausted(t *testing.T) {
 			h := newHarness(t, srv, nil)
 			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 			got := collect(t, w, -1)
-			want := []seen{{Type: watch.Added, RV: "101"}}
+			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 500}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
@@ -446,15 +456,16 @@ func TestBytesPassThroughUnchanged(t *testing.T) {
 func TestCloseDuringWait(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
+	broke := make(chan struct{})
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
-		reply{body: nil, cut: true, cutAt: 0}) // breaks again at once: the next wait is a backoff
+		reply{body: nil, cut: true, cutAt: 0, onEnd: func() { close(broke) }}) // breaks again at once: the next wait is a backoff
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	h := newHarness(t, srv, func(c *watchretry.Config) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
 	})
 	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 	collect(t, w, 1)
-	waitingOn(t, clock)
+	waitingOn(t, clock, broke)
 	w.Stop()
 	if rest := collect(t, w, -1); len(rest) != 0 {
 		t.Fatalf("after Stop: %v", rest)
@@ -463,8 +474,11 @@ func TestCloseDuringWait(t *testing.T) {
 }
 
 // waitingOn returns once a wait has started on clock.
-func waitingOn(t testing.TB, clock *clocktesting.FakeClock) {
+// after is closed once the break the wait follows has been read: before
+// it, the clock's waiter may be the bound of the attempt in flight.
+func waitingOn(t testing.TB, clock *clocktesting.FakeClock, after <-chan struct{}) {
 	t.Helper()
+	<-after
 	waitFor(t, clock.HasWaiters)
 }
 
@@ -560,7 +574,8 @@ func TestEstablishmentIsRetried(t *testing.T) {
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ct := jsonStream
 	first := event(t, ct, watch.Added, configMap("a", "101"))
-	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0})
+	broke := make(chan struct{})
+	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0, onEnd: func() { close(broke) }})
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	baseline := runtime.NumGoroutine()
 	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
@@ -571,7 +586,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		_, err := io.ReadAll(resp.Body)
 		read <- err
 	}()
-	waitingOn(t, clock) // the second break is backing off
+	waitingOn(t, clock, broke) // the second break is backing off
 	if err := resp.Body.Close(); err != nil {
 		t.Fatal(err)
 	}

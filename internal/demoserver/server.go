@@ -83,13 +83,16 @@ type client struct {
 	floor    atomic.Uint64 // the client's own compaction floor (Compaction faults)
 	watching atomic.Int64  // watches being served now
 	rollout  atomic.Uint64 // the last Rollout recorded for the client
+	// expiredFrom is the resourceVersion (plus one) of the last watch
+	// answered 410: a watch retried at the same point is not a new 410.
+	expiredFrom atomic.Uint64
 }
 
 // counters are the live counts behind Stats.
 type counters struct {
 	requests, lists, listPages, watchLists, watches atomic.Int64
 	bytesSent, fetchBytes, events, bookmarks        atomic.Int64
-	expired, rejected                               atomic.Int64
+	expired, expiredRepeats, rejected               atomic.Int64
 	faults                                          [numFaultKinds + 1]atomic.Int64
 }
 
@@ -116,7 +119,13 @@ type Stats struct {
 	// Bookmarks is BOOKMARK events written.
 	Bookmarks int64
 	// Expired is 410 Expired answers: in-stream ERROR events and expired continue tokens.
+	// A watch from the resourceVersion the last 410 answered (a client retrying its resume
+	// on a new connection, as kretry does in case a load balancer reaches another
+	// apiserver) counts in ExpiredRepeats instead: one point gone is one 410 here.
 	Expired int64
+	// ExpiredRepeats is the watches answered 410 again at the resourceVersion just answered
+	// 410.
+	ExpiredRepeats int64
 	// Rejected is LISTs and watch establishments answered 503 or 429 by a fault.
 	Rejected int64
 	// Faults counts the fault scenarios injected, by kind.
@@ -308,18 +317,19 @@ func (s *Server) InjectFault(userAgent string, kind FaultKind) {
 func (s *Server) Stats(userAgent string) Stats {
 	c := s.client(userAgent)
 	st := Stats{
-		Requests:   c.stats.requests.Load(),
-		Lists:      c.stats.lists.Load(),
-		ListPages:  c.stats.listPages.Load(),
-		WatchLists: c.stats.watchLists.Load(),
-		Watches:    c.stats.watches.Load(),
-		BytesSent:  c.stats.bytesSent.Load(),
-		FetchBytes: c.stats.fetchBytes.Load(),
-		Events:     c.stats.events.Load(),
-		Bookmarks:  c.stats.bookmarks.Load(),
-		Expired:    c.stats.expired.Load(),
-		Rejected:   c.stats.rejected.Load(),
-		Faults:     map[FaultKind]int64{},
+		Requests:       c.stats.requests.Load(),
+		Lists:          c.stats.lists.Load(),
+		ListPages:      c.stats.listPages.Load(),
+		WatchLists:     c.stats.watchLists.Load(),
+		Watches:        c.stats.watches.Load(),
+		BytesSent:      c.stats.bytesSent.Load(),
+		FetchBytes:     c.stats.fetchBytes.Load(),
+		Events:         c.stats.events.Load(),
+		Bookmarks:      c.stats.bookmarks.Load(),
+		Expired:        c.stats.expired.Load(),
+		ExpiredRepeats: c.stats.expiredRepeats.Load(),
+		Rejected:       c.stats.rejected.Load(),
+		Faults:         map[FaultKind]int64{},
 	}
 	for kind := FaultKind(1); int(kind) <= numFaultKinds; kind++ {
 		if n := c.stats.faults[kind].Load(); n > 0 {

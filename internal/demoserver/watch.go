@@ -125,7 +125,11 @@ func (s *Server) serveWatch(w *countingWriter, r *http.Request, cd codec, c *cli
 	// end: kube-apiserver's "too old resource version". Watch-lists serve the current state
 	// instead (NotOlderThan), whatever RV they name.
 	if !sendInitial && from < floor {
-		c.stats.expired.Add(1)
+		if c.expiredFrom.Swap(from+1) == from+1 {
+			c.stats.expiredRepeats.Add(1)
+		} else {
+			c.stats.expired.Add(1)
+		}
 		expired := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, floor)).Status()
 		_ = st.send(watch.Error, &expired, false)
 		return
