@@ -6,8 +6,8 @@
 //
 // Each pair runs the collector before each half (with the benchmark's timer
 // stopped), alternates which half goes first, and times each half on its
-// own. The benchmark reports both halves' time per op and their ratio
-// (candidate/baseline, the sum of one over the sum of the other), so that
-// benchstat's median over -count runs is a median of ratios measured in the
-// same conditions.
+// own. The benchmark reports both halves' mean time and the median of the
+// pairs' ratios (candidate/baseline), so that benchstat's median over -count
+// runs is a median of ratios each measured in the same conditions, and a
+// pair a busy machine disturbed moves it little.
 package pairbench

@@ -2,6 +2,7 @@ package pairbench
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -24,7 +25,9 @@ type Half struct {
 // runtime.GC and timed on its own. It reports
 //
 //   - <name>-ns/op for each half: its mean time per run;
-//   - <candidate>/<baseline>: the ratio of the two sums;
+//   - <candidate>/<baseline>: the median over the pairs of each pair's
+//     ratio, so that a pair a busy machine disturbed (one half preempted,
+//     say) moves it little; the ratio of the two sums is in the mean times;
 //   - <name>-allocs/op for each half: heap allocations per run;
 //
 // per divides the time and allocation figures once more (by events per op,
@@ -33,6 +36,7 @@ func Run(b *testing.B, baseline, candidate Half, per int) {
 	b.Helper()
 	halves := [2]*Half{&baseline, &candidate}
 	var elapsed [2]time.Duration
+	ratios := make([]float64, 0, b.N)
 	var mallocs [2]uint64
 	var before, after runtime.MemStats
 	// The benchmark's own timer runs throughout, collections included, so
@@ -40,6 +44,7 @@ func Run(b *testing.B, baseline, candidate Half, per int) {
 	// count are the halves' own, reported below.
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		var pair [2]time.Duration
 		for k := range 2 {
 			h := (i + k) % 2 // baseline first on even pairs, candidate first on odd
 			half := halves[h]
@@ -50,9 +55,13 @@ func Run(b *testing.B, baseline, candidate Half, per int) {
 			runtime.ReadMemStats(&before)
 			start := time.Now()
 			half.Do()
-			elapsed[h] += time.Since(start)
+			pair[h] = time.Since(start)
+			elapsed[h] += pair[h]
 			runtime.ReadMemStats(&after)
 			mallocs[h] += after.Mallocs - before.Mallocs
+		}
+		if pair[0] > 0 {
+			ratios = append(ratios, float64(pair[1])/float64(pair[0]))
 		}
 	}
 	unit, div := "/op", float64(b.N)
@@ -63,7 +72,12 @@ func Run(b *testing.B, baseline, candidate Half, per int) {
 		b.ReportMetric(float64(elapsed[h].Nanoseconds())/div, half.Name+"-ns"+unit)
 		b.ReportMetric(float64(mallocs[h])/div, half.Name+"-allocs"+unit)
 	}
-	if elapsed[0] > 0 {
-		b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), candidate.Name+"/"+baseline.Name)
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		median := ratios[len(ratios)/2]
+		if len(ratios)%2 == 0 {
+			median = (ratios[len(ratios)/2-1] + median) / 2
+		}
+		b.ReportMetric(median, candidate.Name+"/"+baseline.Name)
 	}
 }
