@@ -129,10 +129,18 @@ func releaseEnv(proxy fsProxy, rootPath string) ([]string, error) {
 	if noSumDB != "" {
 		noSumDB += ","
 	}
+	// A module version is immutable to the go command, so it keeps an index of each one's
+	// packages in GOCACHE; a rehearsal rewrites the same version with new contents, and an
+	// index of an earlier rehearsal would hide the packages added since.
+	godebug := "goindex=0"
+	if prior := os.Getenv("GODEBUG"); prior != "" {
+		godebug = prior + "," + godebug
+	}
 	return append(os.Environ(),
 		"GOWORK=off",
 		"GOPROXY="+proxy.URL()+","+upstream,
 		"GONOSUMDB="+noSumDB+rootPath,
+		"GODEBUG="+godebug,
 	), nil
 }
 
