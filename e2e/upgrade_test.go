@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
 	"github.com/kretry/kretry/internal/harness/cmwriter"
@@ -167,7 +169,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 	// Wait for HAProxy to have both backends up (rise 2 checks).
 	time.Sleep(3 * p.Inter)
 
-	admin := kubernetes.NewForConfigOrDie(c.ConfigFor(lb.Addr(), apiserver.Admin))
+	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
 	ns := fmt.Sprintf("upgrade-%s-%d", p.Name, run)
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -197,7 +199,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 			name = "kretry"
 		}
 		for _, kind := range []string{"informer json", "informer protobuf", "raw watcher"} {
-			cfg := c.ConfigFor(lb.Addr(), apiserver.Admin)
+			cfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
 			if kind == "informer protobuf" {
 				cfg.ContentType = "application/vnd.kubernetes.protobuf"
 				cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -426,6 +428,14 @@ func appendUpgradeFigures(line string) {
 	}
 	fmt.Fprintln(f, line)
 	f.Close()
+}
+
+// ownConnections gives cfg connections of its own: client-go shares one transport (one HTTP/2
+// connection) among configs with the same TLS settings, and a Dial of their own sets them apart,
+// as clients in separate processes are. Each client then meets the balancer on its own.
+func ownConnections(cfg *rest.Config) *rest.Config {
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return cfg
 }
 
 func (rw *rawWatcher) closesSnapshot() []rawClose {
