@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,15 +105,14 @@ func TestSoak(t *testing.T) {
 		namespaces = append(namespaces, ns)
 		writers = append(writers, startWriter(t, serverA, ns, uint64(100+i), soakWriteEvery))
 		for j := range soakInformersPerNS {
-			cfg := cluster.ConfigFor(proxy.Addr(), apiserver.Admin)
-			if j >= 3 {
-				cfg.ContentType = "application/vnd.kubernetes.protobuf"
-				cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-			}
+			cfg := ownConnections(cluster.ConfigFor(proxy.Addr(), apiserver.Admin))
+			withContentType(cfg, j >= 3)
 			informers = append(informers, startSoakInformer(t, newClientOf(cfg, true), ns))
 		}
 		for range soakWatchersPerNS {
-			c := newClientOf(cluster.ConfigFor(proxy.Addr(), apiserver.Admin), true)
+			cfg := ownConnections(cluster.ConfigFor(proxy.Addr(), apiserver.Admin))
+			withContentType(cfg, false) // the injector's ERROR events go into JSON streams
+			c := newClientOf(cfg, true)
 			sw, err := startSoakWatcher(ctx, t, began, ns, c.kube().CoreV1().ConfigMaps(ns))
 			if err != nil {
 				t.Fatal(err)
@@ -206,6 +206,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	verdicts := leakVerdicts(samples, duration)
+	writeHeapProfile(t)
 	var writes, fails int
 	for _, w := range writers {
 		n, f, _ := w.Stats()
@@ -216,6 +217,7 @@ func TestSoak(t *testing.T) {
 		duration, len(informers), sum(fetches), len(watchers), events, renewals, soakWatchTimeout, writes, fails, cuts, faults.counts().InternalErrors,
 		soakCutMin, soakCutMax)
 	t.Log(summary)
+	t.Logf("at the injector: %v; %d injections asked", faults.counts(), injected)
 	var table strings.Builder
 	table.WriteString(summary + "\n")
 	for _, v := range verdicts {
@@ -344,6 +346,23 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// writeHeapProfile writes the live heap at the end to .apiserver/soak-heap.pprof, for `go tool
+// pprof` when the heap grew.
+func writeHeapProfile(t *testing.T) {
+	root, _ := os.Getwd()
+	path := filepath.Join(filepath.Dir(root), ".apiserver", "soak-heap.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Logf("heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Logf("heap profile: %v", err)
+	}
 }
 
 // writeSoakFiles writes the samples as JSON (with the verdict table) and, if asked, the PNG.

@@ -200,10 +200,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 		}
 		for _, kind := range []string{"informer json", "informer protobuf", "raw watcher"} {
 			cfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
-			if kind == "informer protobuf" {
-				cfg.ContentType = "application/vnd.kubernetes.protobuf"
-				cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-			}
+			withContentType(cfg, kind == "informer protobuf")
 			uc := &upgradeClient{Name: name, Kind: kind, c: newClientOf(cfg, withKretry)}
 			if kind == "raw watcher" {
 				uc.raw = startRawWatcher(t, began, uc.c.kube().CoreV1().ConfigMaps(ns), list.ResourceVersion, false)
@@ -428,6 +425,18 @@ func appendUpgradeFigures(line string) {
 	}
 	fmt.Fprintln(f, line)
 	f.Close()
+}
+
+// withContentType sets the content type the clientset asks for: client-go v0.37's typed
+// clientsets ask for protobuf unless told otherwise.
+func withContentType(cfg *rest.Config, protobuf bool) {
+	if protobuf {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		return
+	}
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
 }
 
 // ownConnections gives cfg connections of its own: client-go shares one transport (one HTTP/2
