@@ -125,6 +125,9 @@ func TestStockClientGoFails(t *testing.T) {
 		"informer/resume-503",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
+		"watch-json/resume-retry-remaining-timeout",
+		"watch-json/establish-503-past-deadline",
+		"watch-json/error-500-past-window",
 	}, cborFailures...))
 	// The reasons are the caller's view: client-go decoded the injected ERROR frames
 	// (JSON and protobuf) and the relists were seen by the server.
@@ -193,5 +196,8 @@ func TestRetryEverythingFails(t *testing.T) {
 		"informer/error-500",
 		"informer/short-watch",
 		"informer-protobuf/error-500",
+		"watch-json/resume-retry-remaining-timeout",
+		"watch-json/establish-503-past-deadline",
+		"watch-json/error-500-past-window",
 	}, cborFailures...))
 }

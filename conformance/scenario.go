@@ -230,6 +230,9 @@ type Scenario struct {
 	Code int32
 	// Why says in one line what the scenario shows.
 	Why string
+	// NoTimeout makes a RawWatch caller ask for no timeoutSeconds, where the recorded watch
+	// had one.
+	NoTimeout bool
 }
 
 // String is the scenario's name.

@@ -33,7 +33,7 @@ func edgeScenarios() []Scenario {
 		{Name: "watch-json/error-500-forever", Fixture: "watch-json", Caller: RawWatch,
 			Faults:  []Fault{cutWatch(0, 2, Half), always(errorEvent(1, 0, 500, 0))},
 			Outcome: GiveUp,
-			Why:     "every resume is a bare 200 then ERROR 500: a 200 is not a success, the window runs out, then a clean end"},
+			Why:     "every resume of a 6 s watch is a bare 200 then ERROR 500: a 200 is not a success, and the caller's deadline comes before the window's end: a clean end"},
 		{Name: "list-paged/reset-past-window", Fixture: "list-paged", Caller: Pager,
 			Faults:  []Fault{always(reset(ListRequest, 0))},
 			Outcome: Deliver, Code: 0,

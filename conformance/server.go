@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -110,6 +111,13 @@ func newReplay(sc Scenario, fixtures map[string]*fixture.File) (*replay, error) 
 			if err != nil {
 				return nil, fmt.Errorf("fixture %s: %w", sc.Fixture, err)
 			}
+			if sc.NoTimeout {
+				// The caller asks for no timeoutSeconds: the recording's
+				// stream is held open past its own.
+				w.query = maps.Clone(w.query)
+				w.query.Del("timeoutSeconds")
+				w.timeoutSeconds = 0
+			}
 			r.watch = w
 		default:
 			r.lists = append(r.lists, ex)
@@ -215,6 +223,11 @@ func (r *replay) answer(req *http.Request, q url.Values, kind RequestKind, nth i
 			return nil, connError("read", syscall.ECONNRESET)
 		case Status:
 			answer(f.String())
+			if kind == WatchRequest && retryable(f.Code) && f.RetryAfter > 0 {
+				r.mu.Lock()
+				r.cursor.waitedSeconds += int64(f.RetryAfter)
+				r.mu.Unlock()
+			}
 			resp := r.statusResponse(req, f)
 			r.afterStatus(kind, int32(resp.StatusCode))
 			return resp, nil

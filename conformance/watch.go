@@ -32,7 +32,8 @@ type cursor struct {
 	// retried establishment.
 	resumed bool
 	// waitedSeconds is the least time the client must have waited since the original
-	// request (retryAfterSeconds of absorbed ERROR events).
+	// request (retryAfterSeconds of absorbed ERROR events, Retry-After of retried 429/5xx
+	// answers).
 	waitedSeconds int64
 	// final, when set, says what the caller was handed that ends its watch: no watch request
 	// may follow.
@@ -164,6 +165,7 @@ func (r *replay) simulate() (expectedWatch, error) {
 	}
 	c := cursor{rv: r.watch.query.Get("resourceVersion"), initialAllowed: r.watch.sendsInitial}
 	frames := r.watch.frames
+	established := false // a 200 was served
 	for nth := 0; nth < 64; nth++ {
 		f, ok := r.sc.faultFor(WatchRequest, nth)
 		if !ok {
@@ -174,11 +176,22 @@ func (r *replay) simulate() (expectedWatch, error) {
 			return exp, nil
 		}
 		if f.Always && nth > 0 && f.retryable() && (f.Kind != ErrorEvent || f.Frame == 0) {
-			// A resume that never succeeds (an outage, 200 then ERROR 500
-			// forever): the transport gives up when its window is spent, and
-			// ends the stream cleanly after the events before, as the break
-			// would have without it.
 			exp.ends = true
+			switch {
+			case !established && f.Kind == Status:
+				// Every attempt to establish the watch answered 429/5xx: the
+				// caller gets the last answer.
+				exp.establishErr = f.Code
+			case f.Kind == ErrorEvent && f.Code != http.StatusTooManyRequests && r.watch.timeoutSeconds == 0:
+				// 200, then ERROR 5xx forever, with no deadline before the
+				// window ends: the server answers the watch but cannot serve
+				// it; the last ERROR is the caller's, and a relist with it.
+				exp.events = append(exp.events, Event{Type: "ERROR", Code: f.Code, Reason: string(statusFor(f.Code, r.resource, 0).Reason)})
+			}
+			// Otherwise a resume that never succeeds (an outage, 5xx answers,
+			// or ERROR events until the caller's deadline): the transport
+			// gives up and ends the stream cleanly after the events before,
+			// as the break would have without it.
 			return exp, nil
 		}
 		switch f.Kind {
@@ -201,6 +214,7 @@ func (r *replay) simulate() (expectedWatch, error) {
 			// cleanly: the caller's own re-watch meets it through its own stack.
 			return exp, nil
 		case Cut, Close, ErrorEvent:
+			established = true
 			if f.Frame > len(frames) || (f.Kind == Cut && f.Frame == len(frames) && f.Into != 0) {
 				return exp, errSkip{fmt.Sprintf("%v: the response has only %d frames", f, len(frames))}
 			}
@@ -258,14 +272,17 @@ func (r *replay) checkWatchRequest(nth int, q url.Values) {
 		r.problem(true, "WATCH #%d at resourceVersion=%q, want %q (the last whole event the caller got)", nth, got, c.rv)
 		return
 	}
-	if r.sc.Caller != RawWatch || r.watch.timeoutSeconds == 0 || !c.resumed {
+	if r.sc.Caller != RawWatch || r.watch.timeoutSeconds == 0 {
 		return
 	}
-	// A resume is the caller's one watch continued: the server must not hold it open past
-	// the caller's timeoutSeconds.
+	// A resume, or a retry of the establishment, is the caller's one watch continued: the
+	// server must not hold it open past the caller's timeoutSeconds, nor be asked for it
+	// once they have passed.
 	t, err := strconv.ParseInt(q.Get("timeoutSeconds"), 10, 64)
 	limit := r.watch.timeoutSeconds - c.waitedSeconds
 	switch {
+	case limit < 1:
+		r.problem(false, "WATCH #%d sent after the caller's timeoutSeconds=%d (%ds waited)", nth, r.watch.timeoutSeconds, c.waitedSeconds)
 	case err != nil:
 		r.problem(false, "WATCH #%d resumes without timeoutSeconds (the caller asked for %d)", nth, r.watch.timeoutSeconds)
 	case t < 1:

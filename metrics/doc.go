@@ -30,7 +30,8 @@
 //	kretry_budget_refusals_total{verb}    retries the retry budget refused
 //
 // verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
-// error-event, invalid-frame, stall or deadline (give-ups only).
+// error-event, invalid-frame, stall, expired-resume (a 410 answering a watch
+// resume, retried on a new connection) or deadline (give-ups only).
 //
 // [ClientGoRetries] also counts each kretry retry and resume into
 // client-go's k8s.io/client-go/tools/metrics.RequestRetry, the hook behind

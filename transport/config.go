@@ -92,6 +92,11 @@ const (
 	ReasonErrorEvent      Reason = "error-event"   // a watch ERROR event with a 5xx code
 	ReasonInvalidFrame    Reason = "invalid-frame" // a watch frame that is not a valid event
 	ReasonStall           Reason = "stall"         // a watch silent for StallTimeout
+	// ReasonExpiredResume is a 410 that answered the resume of a watch
+	// after a lost connection, retried at once on a new connection: behind
+	// a load balancer the reconnection may have reached a freshly
+	// restarted apiserver whose cache starts past the resume point.
+	ReasonExpiredResume Reason = "expired-resume"
 )
 
 // Retry describes one retry or watch resume kretry is about to make. It

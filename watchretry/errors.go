@@ -1,13 +1,16 @@
 package watchretry
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	cbor "k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 
+	"github.com/kretry/kretry/internal/frame"
 	"github.com/kretry/kretry/internal/status"
 )
 
@@ -30,4 +33,30 @@ func responseStatus(resp *http.Response) *metav1.Status {
 // server's Status reachable with apierrors helpers.
 func responseError(resp *http.Response) error {
 	return &apierrors.StatusError{ErrStatus: *responseStatus(resp)}
+}
+
+// errorEventStatus decodes the Status of a whole ERROR frame raw in the
+// stream encoding enc (JSON, protobuf or CBOR). ERROR events are rare: this
+// is the slow, general decoding, not the scanner's.
+func errorEventStatus(enc frame.Encoding, raw []byte) (*metav1.Status, bool) {
+	var event metav1.WatchEvent
+	contentType := "application/json"
+	switch enc {
+	case frame.JSON:
+		if json.Unmarshal(raw, &event) != nil {
+			return nil, false
+		}
+	case frame.Protobuf:
+		if len(raw) < 4 || event.Unmarshal(raw[4:]) != nil {
+			return nil, false
+		}
+	case frame.CBOR:
+		if cbor.Unmarshal(raw, &event) != nil {
+			return nil, false
+		}
+		contentType = "application/cbor"
+	default:
+		return nil, false
+	}
+	return status.Parse(contentType, event.Object.Raw)
 }

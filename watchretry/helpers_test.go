@@ -108,6 +108,7 @@ type reply struct {
 	hold        bool        // after body, the stream stays open until the request ends
 	connErr     error       // RoundTrip fails with this instead of answering
 	onEnd       func()      // runs when the body first reaches its end or cut
+	onStart     func()      // runs at the body's first read, before any byte
 }
 
 // server is a scripted fake API server behind httpmock: each watch request
@@ -123,6 +124,7 @@ type server struct {
 	replies  []reply
 	requests []*url.URL
 	headers  []http.Header
+	closes   []bool // each request's req.Close
 	bodies   []*trackedBody
 }
 
@@ -136,6 +138,7 @@ func (s *server) respond(req *http.Request) (*http.Response, error) {
 	u := *req.URL
 	s.requests = append(s.requests, &u)
 	s.headers = append(s.headers, req.Header.Clone())
+	s.closes = append(s.closes, req.Close)
 	r := reply{hold: true}
 	switch {
 	case len(s.replies) > 0:
@@ -156,7 +159,7 @@ func (s *server) respond(req *http.Request) (*http.Response, error) {
 	for k, v := range r.header {
 		header[k] = v
 	}
-	body := &trackedBody{ctx: req.Context(), data: r.body, hold: r.hold, onEnd: r.onEnd, closed: make(chan struct{})}
+	body := &trackedBody{ctx: req.Context(), data: r.body, hold: r.hold, onEnd: r.onEnd, onStart: r.onStart, closed: make(chan struct{})}
 	if r.cut {
 		body.data = r.body[:r.cutAt]
 		body.err = r.readErr
@@ -176,6 +179,13 @@ func (s *server) query(i int) url.Values {
 		s.t.Fatalf("request %d was never made (%d requests)", i, len(s.requests))
 	}
 	return s.requests[i].Query()
+}
+
+// closed returns each request's req.Close.
+func (s *server) closed() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bool(nil), s.closes...)
 }
 
 func (s *server) requestCount() int {
@@ -206,11 +216,16 @@ type trackedBody struct {
 	err       error
 	hold      bool
 	onEnd     func()
+	onStart   func()
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
+	if b.onStart != nil {
+		b.onStart()
+		b.onStart = nil
+	}
 	if len(b.data) > 0 {
 		n := copy(p, b.data)
 		b.data = b.data[n:]

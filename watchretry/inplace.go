@@ -70,3 +70,16 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 // skipAfterMiss is how many reads take the buffered path after a frame did
 // not fit in the caller's slice.
 const skipAfterMiss = 64
+
+// endsWithSpace reports whether a JSON frame ends with the separator the
+// server wrote after it.
+func endsWithSpace(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[len(raw)-1] {
+	case ' ', '\n', '\r', '\t':
+		return true
+	}
+	return false
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,27 +73,39 @@ type stream struct {
 	invalid int // invalid frames since the resume point last moved
 	run     failureRun
 
+	// lostConnection is set when the current run of resumes follows a
+	// lost connection (a read error, an early end, a stall), rather than
+	// an ERROR event or an invalid frame; resumed while the current
+	// response answers a resume and has delivered no event yet. A 410 in
+	// both is retried on a new connection (see policy.Tracker.Gone).
+	lostConnection, resumed bool
+	// conn (guarded by mu) is the connection the last attempt went over,
+	// when the transport below reports it; newConnection asks the next
+	// resume for another one.
+	conn          net.Conn
+	newConnection bool
+	// owesSeparator is set when the last frame delivered went without the
+	// separator the server wrote after it (the caller's slice ended at
+	// the frame's end): the next Read hands it over as soon as it is read.
+	owesSeparator bool
+
 	// skipInPlace counts reads left to take the buffered path after a
 	// frame did not fit in the caller's slice (see readInPlace).
 	skipInPlace int
 }
 
-func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, opened time.Time) *stream {
+func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, params watchParams, deadline time.Time) *stream {
 	ctx, cancel := context.WithCancel(req.Context())
-	params := parseWatchParams(req)
 	s := &stream{
-		rt:      rt,
-		orig:    req,
-		params:  params,
-		enc:     enc,
-		tracker: tracker,
-		ctx:     ctx,
-		cancel:  cancel,
-		point:   newResumePoint(params),
-	}
-	if params.timeout > 0 {
-		s.deadline = opened.Add(params.timeout)
-		tracker.SetDeadline(s.deadline)
+		rt:       rt,
+		orig:     req,
+		params:   params,
+		enc:      enc,
+		tracker:  tracker,
+		deadline: deadline,
+		ctx:      ctx,
+		cancel:   cancel,
+		point:    newResumePoint(params),
 	}
 	s.attach(resp.Body)
 	tracker.Opened()
@@ -107,6 +121,12 @@ func (s *stream) Read(p []byte) (int, error) {
 	}
 	if s.isClosed() {
 		return 0, io.EOF
+	}
+	if s.owesSeparator && len(s.pending) == 0 && s.state == streaming {
+		s.owesSeparator = false
+		if sep := s.scanner.Separator(); len(sep) > 0 {
+			return copy(p, sep), nil
+		}
 	}
 	for len(s.pending) == 0 {
 		if s.state == done {
@@ -201,6 +221,7 @@ func (s *stream) onScanError(err error) {
 // frame is delivered.
 func (s *stream) onFrame(f *frame.Frame) {
 	event := &f.Event
+	s.owesSeparator = false
 	if s.state == draining {
 		s.pending = f.Raw
 		return
@@ -210,26 +231,37 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if class != policy.Deliver && s.point.known {
 			outcome := policy.Outcome{Class: class}
 			outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(event.RetryAfterSeconds))
-			s.closeBody()
 			reason := policy.ReasonErrorEvent
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
+				s.closeBody()
+				s.lostConnection = false // the server answered, and may again
 				s.waitFor(decision.Wait, reason, int(event.Code), fmt.Sprintf("ERROR event %d", event.Code))
 				return
 			}
-			// Retries spent, refused by the budget, or the caller's deadline
-			// near: end as the cut would have ended without kretry;
-			// client-go re-watches from its resourceVersion instead of
-			// relisting on the ERROR.
 			s.gaveUp(decision.Reason(reason), decision.Stopped == policy.StoppedByBudget)
+			if class == policy.InternalError && decision.Stopped == policy.StoppedByWindow {
+				// A server that answers this watch but has sent ERROR 5xx
+				// for a whole window cannot serve it: the ERROR is the
+				// caller's, and client-go relists, as its own
+				// MaxInternalErrorRetryDuration does. A clean end would
+				// make it re-watch into the same errors, window after
+				// window, its cache stale.
+				s.pending = f.Raw
+				s.state = draining
+				return
+			}
+			// Refused by the budget, or the caller's deadline near: end as
+			// the cut would have ended without kretry; client-go re-watches
+			// from its resourceVersion.
 			s.finish(io.EOF)
 			return
 		}
 		// 410 Expired, any other code, or no resume point: the caller's.
-		if event.Code == http.StatusGone && !s.holdGone() {
+		if event.Code == http.StatusGone && !s.onGone(s.inStreamExpiry(f), "ERROR event 410") {
 			return
 		}
 		s.pending = f.Raw
@@ -237,6 +269,10 @@ func (s *stream) onFrame(f *frame.Frame) {
 		return
 	}
 	s.pending = f.Raw
+	s.resumed = false
+	// A JSON frame whose newline has not arrived yet: the caller gets the
+	// newline on its next Read, not with the next frame.
+	s.owesSeparator = s.enc == frame.JSON && !endsWithSpace(f.Raw)
 	moved := s.point.observe(event)
 	if moved {
 		s.invalid = 0
@@ -253,6 +289,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 // point, or, without one, hand the caller the break as it was.
 func (s *stream) broke(err error, reason, cause string) {
 	s.closeBody()
+	s.lostConnection = reason != policy.ReasonInvalidFrame
 	if !s.point.known {
 		s.finish(err)
 		return
@@ -288,10 +325,13 @@ func (s *stream) resume() {
 			return
 		}
 	}
-	req := resumeRequest(s.ctx, s.orig, string(s.point.rv), remaining)
+	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
+	// A 410 came from the apiserver this connection reaches: ask for
+	// another one (see stream.onGone).
+	req.Close, s.newConnection = s.newConnection, false
 	resp, attempts, err := s.rt.client.Resume(req, s.tracker, establish.Run{
 		ResourceVersion: string(s.point.rv), Since: s.run.since, Attempts: s.run.attempts,
-	})
+	}, s.rt.bounds(s.deadline))
 	s.run.attempts += attempts
 	switch {
 	case err != nil:
@@ -308,16 +348,19 @@ func (s *stream) resume() {
 		}
 		s.attach(resp.Body)
 		s.tracker.Opened()
+		s.resumed = true
 		s.state = streaming
 	case resp.StatusCode == http.StatusGone:
-		// The resume point has expired: the caller must relist, as if the
-		// server had said it in the stream.
-		event, err := frame.EncodeError(s.enc, responseStatus(resp))
-		if err != nil {
-			s.finish(err)
+		// The resume point has expired here: retried on a new connection,
+		// or the caller must relist, as if the server had said it in the
+		// stream.
+		st := responseStatus(resp)
+		if !s.onGone(policy.Expiry{Resume: s.lostConnection, Oldest: policy.OldestInCache(st.Message)}, "410") {
 			return
 		}
-		if !s.holdGone() {
+		event, err := frame.EncodeError(s.enc, st)
+		if err != nil {
+			s.finish(err)
 			return
 		}
 		s.pending = event
@@ -332,21 +375,60 @@ func (s *stream) resume() {
 	}
 }
 
-// holdGone waits before a 410 that ends a run of failures (a restarted
-// server's answer to the resume, typically) is handed over, so that a
-// fleet's relists spread out as client-go's reflector spreads them; see
-// policy.Tracker.Gone. It reports false when the caller ended the stream
-// during the wait: the stream is then done, with nothing more to read.
-func (s *stream) holdGone() bool {
-	hold := s.tracker.Gone()
-	if hold == 0 {
+// onGone decides on a 410 (see policy.Tracker.Gone) and reports whether
+// it goes to the caller now. A 410 that answered a resume after a lost
+// connection may come from a freshly restarted apiserver behind a load
+// balancer: the resume is retried at once on a new connection, and onGone
+// reports false with the stream resuming. Otherwise the 410 is held first
+// if it ends a run of failures, so that a fleet's relists spread out as
+// client-go's reflector spreads them; onGone reports false when the caller
+// ended the stream during the hold: the stream is then done.
+func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
+	decision := s.tracker.Gone(expiry)
+	if decision.Retry {
+		s.closeBody()
+		s.mu.Lock()
+		conn := s.conn
+		s.mu.Unlock()
+		s.newConnection = s.rt.conns.mark(conn)
+		s.retried(policy.ReasonExpiredResume, http.StatusGone, cause, 0)
+		s.state = resuming
+		return false
+	}
+	if decision.Hold == 0 {
 		return true
 	}
-	if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), hold); err != nil {
+	if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), decision.Hold); err != nil {
 		s.finish(s.endError(io.EOF))
 		return false
 	}
 	return true
+}
+
+// inStreamExpiry is what an ERROR event 410 says for policy.Tracker.Gone.
+// Its Status is decoded only when it answered a resume after a lost
+// connection, the one case its message matters.
+func (s *stream) inStreamExpiry(f *frame.Frame) policy.Expiry {
+	if !s.resumed || !s.lostConnection {
+		return policy.Expiry{}
+	}
+	expiry := policy.Expiry{Resume: true}
+	if st, ok := errorEventStatus(s.enc, f.Raw); ok {
+		expiry.Oldest = policy.OldestInCache(st.Message)
+	}
+	return expiry
+}
+
+// traced is the stream's context with a trace that records the connection
+// each attempt goes over, for onGone.
+func (s *stream) traced() context.Context {
+	return httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			s.mu.Lock()
+			s.conn = info.Conn
+			s.mu.Unlock()
+		},
+	})
 }
 
 // intendedEnd reports whether a clean end of the server's stream is the end

@@ -51,6 +51,22 @@ func resumeFrom(t testing.TB, events [][]byte, rvs []int) func(url.Values) reply
 
 var wantHistory = []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}, {Type: watch.Deleted, RV: "103"}}
 
+// watchHistory watches from 100 through srv, whose scripted replies are
+// followed by resumes answered from the history, and checks that the caller
+// sees the history exactly once.
+func watchHistory(t *testing.T, srv *server, events [][]byte, rvs []int) *harness {
+	t.Helper()
+	srv.next = resumeFrom(t, events, rvs)
+	h := newHarness(t, srv, nil)
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	got := collect(t, w, 3)
+	w.Stop()
+	if !reflect.DeepEqual(got, wantHistory) {
+		t.Fatalf("got %v, want %v", got, wantHistory)
+	}
+	return h
+}
+
 // TestCutAtEveryOffset cuts the stream at every byte and checks that the
 // caller sees each event exactly once, in order, and that the resume asks
 // for what follows the last whole event.
@@ -101,19 +117,11 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 			t.Run(ct+"/"+tc.name, func(t *testing.T) {
 				events, rvs := history(t, ct)
 				first := append(append([]byte{}, events[0]...), event(t, ct, watch.Error, errorStatus(429, metav1.StatusReasonTooManyRequests, tc.retryAfter))...)
-				srv := newServer(t, ct, reply{body: first, hold: true})
-				srv.next = resumeFrom(t, events, rvs)
-				h := newHarness(t, srv, nil)
-				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-				got := collect(t, w, 3)
-				w.Stop()
-				if !reflect.DeepEqual(got, wantHistory) {
-					t.Fatalf("got %v, want %v", got, wantHistory)
-				}
+				h := watchHistory(t, newServer(t, ct, reply{body: first, hold: true}), events, rvs)
 				if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{tc.wantWait}) {
 					t.Fatalf("waited %v, want [%v]", sleeps, tc.wantWait)
 				}
-				if rv := srv.query(1).Get("resourceVersion"); rv != "101" {
+				if rv := h.server.query(1).Get("resourceVersion"); rv != "101" {
 					t.Fatalf("resumed at %q, want 101", rv)
 				}
 			})
@@ -122,9 +130,11 @@ func TestErrorEventTooManyRequestsIsAbsorbed(t *testing.T) {
 }
 
 // TestInternalErrorWindowExhausted: "200, then ERROR 500" forever is not
-// progress; once the window is spent the stream ends cleanly after the last
-// whole event, so that client-go re-watches from its resourceVersion (an
-// ERROR 500 would make it relist).
+// progress; once the window is spent the last ERROR 500 is delivered and the
+// stream ends, so that client-go relists, as its own
+// MaxInternalErrorRetryDuration does. Fails before: a clean end, on which
+// client-go re-watched at the same resourceVersion into the same errors,
+// window after window, its cache stale.
 func TestInternalErrorWindowExhausted(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
@@ -136,7 +146,7 @@ func TestInternalErrorWindowExhausted(t *testing.T) {
 			h := newHarness(t, srv, nil)
 			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 			got := collect(t, w, -1)
-			want := []seen{{Type: watch.Added, RV: "101"}}
+			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 500}}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}

@@ -55,14 +55,24 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 type roundTripper struct {
 	client *establish.Client
 	cfg    Config
+	// conns are the connections its watches asked to retire.
+	conns marks
 }
 
 // RoundTrip opens the watch and, if it is a stream kretry can resume,
 // replaces its body with a resuming stream.
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tracker := rt.cfg.Policy.NewTracker()
-	opened := rt.cfg.Policy.Clock().Now()
-	resp, err := rt.client.Do(req, tracker, nil)
+	params := parseWatchParams(req)
+	var deadline time.Time
+	if params.timeout > 0 {
+		// The caller's deadline bounds the establishment too: a retry
+		// that would end past it is not made, and the last answer goes
+		// to the caller, as stock client-go would have had it at once.
+		deadline = rt.cfg.Policy.Clock().Now().Add(params.timeout)
+		tracker.SetDeadline(deadline)
+	}
+	resp, err := rt.client.Watch(req, tracker, rt.bounds(deadline))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
@@ -70,6 +80,22 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return resp, nil
 	}
-	resp.Body = newStream(rt, req, resp, enc, tracker, opened)
+	resp.Body = newStream(rt, req, resp, enc, tracker, params, deadline)
 	return resp, nil
+}
+
+// answerTimeout bounds the wait for the response headers of every attempt
+// to open or reopen a watch, with or without timeoutSeconds: an attempt
+// left unanswered that long (a server that accepted and went silent, a dial
+// that hangs) is a failure like a refused connection. kube-apiserver queues
+// a request for at most a quarter of its --request-timeout (15 s at the
+// default 60 s; priority and fairness then answers 429) and a watch waits
+// at most 3 s for its cache to catch up before it answers: a healthy server
+// has answered by 20 s.
+const answerTimeout = 20 * time.Second
+
+// bounds are the bounds of every attempt of a watch ending at deadline
+// (zero: none).
+func (rt *roundTripper) bounds(deadline time.Time) establish.Bounds {
+	return establish.Bounds{Deadline: deadline, AnswerTimeout: answerTimeout}
 }

@@ -48,7 +48,14 @@ type Client struct {
 // context's error, or, if the wait was for a 429, that 429's answer.
 // req itself is never modified.
 func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
-	resp, _, err := c.do(req, tracker, handle, nil)
+	resp, _, err := c.do(req, tracker, handle, nil, Bounds{})
+	return resp, err
+}
+
+// Watch is Do for the establishment of a watch: every attempt is bounded
+// by bounds (the caller's deadline, the wait for an answer).
+func (c *Client) Watch(req *http.Request, tracker *policy.Tracker, bounds Bounds) (*http.Response, error) {
+	resp, _, err := c.do(req, tracker, nil, nil, bounds)
 	return resp, err
 }
 
@@ -62,22 +69,22 @@ type Run struct {
 	Attempts int
 }
 
-// Resume is Do for the reopening of an established watch in run: its
+// Resume is Watch for the reopening of an established watch in run: its
 // attempts, retries and give-ups are reported as a resume's, counted from
 // the run's start. It also returns how many requests it sent.
-func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, run Run) (*http.Response, int, error) {
-	return c.do(req, tracker, nil, &run)
+func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, run Run, bounds Bounds) (*http.Response, int, error) {
+	return c.do(req, tracker, nil, &run, bounds)
 }
 
 // do is Do, and also returns the number of requests sent; resume is the
 // run of a watch reopening, else nil.
-func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run) (*http.Response, int, error) {
+func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run, bounds Bounds) (*http.Response, int, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
 	start := c.Policy.Clock().Now()
 	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
-		handled: handle != nil, start: start, runStart: start}
+		handled: handle != nil, start: start, runStart: start, bounds: bounds}
 	if resume != nil {
 		loop.resume, loop.resourceVersion, loop.attemptsBefore = true, resume.ResourceVersion, resume.Attempts
 		if !resume.Since.IsZero() {
@@ -118,6 +125,17 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 		// The caller's deadline cut a 429 wait: what it needs to hear is
 		// the server's "too many requests", not its own deadline.
 		return loop.throttled.response(), loop.attempts, nil
+	case errors.Is(err, errDeadline) && loop.lastAnswer != nil:
+		// The watch's timeoutSeconds ended with an attempt unanswered:
+		// the caller gets what the server last said, as stock client-go
+		// would have had it at once.
+		return loop.lastAnswer.response(), loop.attempts, nil
+	case errors.Is(err, errDeadline):
+		last := err
+		if loop.lastErr != nil {
+			last = loop.lastErr
+		}
+		return nil, loop.attempts, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: last}
 	case loop.gaveUp:
 		return nil, loop.attempts, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err}
 	}
@@ -165,6 +183,13 @@ type loop struct {
 	// drained is the response retryablehttp drained and closed before its
 	// last wait; it must not be closed again.
 	drained *http.Response
+	// bounds bound each attempt (a watch's deadline and answer timeout).
+	bounds Bounds
+	// lastAnswer is the last answer retried (a 429 or 5xx), lastErr the
+	// last connection failure retried: what the caller gets when its
+	// deadline cancels an attempt still unanswered.
+	lastAnswer *savedAnswer
+	lastErr    error
 }
 
 // RoundTrip sends one attempt through the next RoundTripper. It has no
@@ -174,7 +199,7 @@ type loop struct {
 func (l *loop) RoundTrip(req *http.Request) (*http.Response, error) {
 	l.attempts++
 	l.throttled = nil
-	resp, err := l.client.Next.RoundTrip(req)
+	resp, err := l.bounds.bounded(l.client.Policy.Clock(), l.client.Next, req)
 	if err != nil && resp != nil {
 		// http.Client would log and drop this response; close it instead.
 		DrainAndClose(resp.Body)
@@ -201,6 +226,11 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		l.attempted(0, true)
 		return false, ctxErr
+	}
+	if errors.Is(err, errDeadline) {
+		l.attempted(0, true)
+		l.gaveUpOn(policy.ReasonDeadline, policy.Decision{Stopped: policy.StoppedByDeadline})
+		return false, err
 	}
 	if err == nil && resp != nil && resp == l.decided {
 		l.attempted(resp.StatusCode, false)
@@ -233,8 +263,14 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		return false, l.verdict
 	}
 	l.wait = decision.Wait
-	if resp != nil && outcome.Class == policy.TooManyRequests {
-		l.throttled = saveAnswer(resp)
+	switch {
+	case err != nil:
+		l.lastAnswer, l.lastErr = nil, err
+	case resp != nil && (outcome.Class == policy.TooManyRequests || !l.bounds.Deadline.IsZero()):
+		l.lastAnswer, l.lastErr = saveAnswer(resp), nil
+		if outcome.Class == policy.TooManyRequests {
+			l.throttled = l.lastAnswer
+		}
 	}
 	if hook := l.client.Hooks.Retry; hook != nil {
 		hook(l.ctx, policy.Retry{

@@ -543,3 +543,41 @@ func TestScanStringIgnoresSpareCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestSeparator: the newline after a frame returned without it is handed
+// over on its own, read once; bytes of the next frame are not.
+func TestSeparator(t *testing.T) {
+	event := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"1"}}}`
+	r := &chunkReader{chunks: []string{event, "\n", event + "\n"}}
+	s := NewScanner(r, JSON, 0)
+	if f, err := s.Next(); err != nil || string(f.Raw) != event {
+		t.Fatalf("Next = %q, %v", f.Raw, err)
+	}
+	if sep := s.Separator(); string(sep) != "\n" {
+		t.Fatalf("Separator = %q, want the newline", sep)
+	}
+	if f, err := s.Next(); err != nil || string(f.Raw) != event+"\n" {
+		t.Fatalf("Next = %q, %v; want the second frame whole", f.Raw, err)
+	}
+	if sep := s.Separator(); sep != nil {
+		t.Fatalf("Separator = %q at the end, want nil", sep)
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Fatalf("Next = %v, want io.EOF", err)
+	}
+}
+
+// chunkReader returns one chunk per Read.
+type chunkReader struct{ chunks []string }
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	r.chunks[0] = r.chunks[0][n:]
+	if r.chunks[0] == "" {
+		r.chunks = r.chunks[1:]
+	}
+	return n, nil
+}

@@ -15,6 +15,9 @@ const (
 	ReasonErrorEvent      = "error-event"   // a watch ERROR event 5xx
 	ReasonInvalidFrame    = "invalid-frame" // a watch frame that is not a valid event
 	ReasonStall           = "stall"         // a watch that sent nothing for StallTimeout
+	// ReasonExpiredResume is a 410 that answered a resume after a lost
+	// connection, retried on a new connection (see Tracker.Gone).
+	ReasonExpiredResume = "expired-resume"
 	// ReasonDeadline is a give-up reason only: the next wait would run past
 	// the caller's timeoutSeconds, so the watch ends cleanly instead.
 	ReasonDeadline = "deadline"

@@ -93,6 +93,8 @@ type Tracker struct {
 	// progressed is set by Progress and cleared by Break: the first
 	// break after progress reopens at once.
 	progressed bool
+	// expired is the run of 410s that answered resumes (see Gone).
+	expired expiredRun
 }
 
 // Decide returns what to do after an attempt ended with o. It is the one
@@ -216,10 +218,16 @@ func (t *Tracker) Opened() {
 // failed is called on every failure: a stream that was up for a whole window
 // first ends the run it was opened in.
 func (t *Tracker) failed(now time.Time) {
+	t.endRunIfUp(now)
+	t.upSince = time.Time{}
+}
+
+// endRunIfUp ends the run of failures if the current stream has been up
+// for a whole window: a quiet, healthy watch is not a failing one.
+func (t *Tracker) endRunIfUp(now time.Time) {
 	if !t.upSince.IsZero() && now.Sub(t.upSince) >= t.policy.cfg.InternalErrorWindow {
 		t.Progress()
 	}
-	t.upSince = time.Time{}
 }
 
 // Progress records that the request moved forward: a whole non-ERROR watch
@@ -233,6 +241,7 @@ func (t *Tracker) Progress() {
 	// and a backoff left at its cap would spend that window in one wait.
 	t.resetBackoff()
 	t.progressed = true
+	t.expired = expiredRun{}
 }
 
 // fitWindow bounds a retry by the end of its window. A backoff that would
@@ -297,29 +306,4 @@ func (t *Tracker) nextStep(now time.Time) time.Duration {
 	}
 	t.lastFailure = now
 	return t.backoff.Step()
-}
-
-// Gone returns how long to hold a 410 that answered a resume before handing
-// it over, so that the relists of a fleet spread out after a server
-// restart: a draw from [0, step), step being the backoff the current run of
-// failures reached. It is zero when the run did not grow the backoff (a
-// resume straight after a cut, the usual way to learn of a compaction), and
-// when the hold would run into the caller's deadline.
-//
-// Why hold at all: client-go's reflector waits one step of its own backoff
-// before it relists, a step grown by every failed re-watch it saw. Behind
-// kretry it saw none (kretry absorbed them), so it would relist at once,
-// and a fleet whose resumes meet a restarted server would send its relists
-// right behind its reopens. The hold is the reflector's wait, restored.
-func (t *Tracker) Gone() time.Duration {
-	cfg := t.policy.cfg
-	step := t.backoff.Duration
-	if step <= cfg.InitialBackoff {
-		return 0
-	}
-	hold := time.Duration(cfg.Rand() * float64(step))
-	if t.pastDeadline(hold) {
-		return 0
-	}
-	return hold
 }

@@ -568,44 +568,6 @@ func TestDeadline(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestGone pins the hold of a 410 that answered a resume: nothing after a
-// plain cut, a draw from [0, step) once a run of failures grew the backoff.
-func TestGone(t *testing.T) {
-	tests := []struct {
-		name     string
-		failures int // breaks without progress before the 410 (the first reopens at once)
-		progress bool
-		jitter   float64
-		deadline time.Duration // from the 410; 0: none
-		want     time.Duration
-	}{
-		{"a cut, then 410: handed over at once", 1, false, 0.5, 0, 0},
-		{"two breaks: the step reached is 1.6s", 2, false, 0.5, 0, 800 * time.Millisecond},
-		{"four breaks: 6.4s, the lowest draw", 4, false, 0, 0, 0},
-		{"four breaks: 6.4s, the highest draw", 4, false, 0.999, 0, 6393600 * time.Microsecond},
-		{"progress since: a new run, at once", 4, true, 0.5, 0, 0},
-		{"a hold that would end past the deadline: at once", 4, false, 0.5, 4 * time.Second, 0},
-		{"a hold that ends before the deadline", 4, false, 0.5, 5 * time.Second, 3200 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tracker, clock := newTracker(policy.Config{}, tt.jitter)
-			for range tt.failures {
-				clock.Advance(tracker.Break().Wait)
-			}
-			if tt.progress {
-				tracker.Progress()
-			}
-			if tt.deadline > 0 {
-				tracker.SetDeadline(clock.Now().Add(tt.deadline))
-			}
-			if got := tracker.Gone(); got != tt.want {
-				t.Errorf("Gone() = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestNoAnswerBackoffIsSpread: a failure without an answer (a refused or
 // reset connection) waits client-go's steps drawn from [step/2, 5·step/2),
 // where an answer that says "later" (a 503) waits client-go's own draw,

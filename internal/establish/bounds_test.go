@@ -1,0 +1,48 @@
+package establish
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/internal/policy"
+)
+
+// TestWithTimeout: an attempt asks for what remains of the caller's
+// timeoutSeconds, rounded up and never 0; a request without one is left as
+// it is, and so is one that already asks for it.
+func TestWithTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		query     string
+		remaining time.Duration
+		want      string
+	}{
+		{"watch=true&timeoutSeconds=6", 3900 * time.Millisecond, "timeoutSeconds=4&watch=true"},
+		{"watch=true&timeoutSeconds=6", 6 * time.Second, "watch=true&timeoutSeconds=6"},
+		{"watch=true&timeoutSeconds=6", 100 * time.Millisecond, "timeoutSeconds=1&watch=true"},
+		{"watch=true", 3 * time.Second, "watch=true"},
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods?"+tt.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := withTimeout(req, tt.remaining).URL.RawQuery; got != tt.want {
+			t.Errorf("%s with %v left: %s, want %s", tt.query, tt.remaining, got, tt.want)
+		}
+		if req.URL.RawQuery != tt.query {
+			t.Errorf("the request was modified: %s", req.URL.RawQuery)
+		}
+	}
+}
+
+// TestNoAnswerIsAFailureWithoutAnswer: an attempt unanswered past the answer
+// timeout is retried like a refused connection, and the deadline's
+// cancellation is not (the watch is over).
+func TestNoAnswerIsAFailureWithoutAnswer(t *testing.T) {
+	if c := policy.ClassifyError(&noAnswerError{after: 20 * time.Second}); c != policy.InternalError {
+		t.Errorf("no answer classified %v, want InternalError", c)
+	}
+	if c := policy.ClassifyError(errDeadline); c != policy.Deliver {
+		t.Errorf("the deadline classified %v, want Deliver", c)
+	}
+}

@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"regexp"
+	"time"
+)
+
+// Expiry is a 410 Gone/Expired that ended a watch stream or answered its
+// reopening: an HTTP 410, or an ERROR event 410 inside a 200.
+type Expiry struct {
+	// Resume is set when the 410 answered a reopening after a lost
+	// connection, before any event of the reopened stream: behind a load
+	// balancer it may come from a freshly restarted apiserver whose watch
+	// cache starts past the resume point while another one still holds it.
+	Resume bool
+	// Oldest is what the watch cache named as the oldest resourceVersion
+	// it holds (the S of "too old resource version: X (S)", see
+	// OldestInCache); "" when the message is not the watch cache's.
+	Oldest string
+}
+
+// GoneDecision is what to do with a 410.
+type GoneDecision struct {
+	// Retry is set when the reopening is retried at once, on a new
+	// connection, so that a load balancer may route it to another
+	// apiserver.
+	Retry bool
+	// Hold is how long to hold the 410 before it is handed over, when it
+	// is not retried.
+	Hold time.Duration
+}
+
+// Bounds of the retries of 410s that answer resumes: a prototype of them,
+// behind HAProxy at a cloud load balancer's pace (round robin, two
+// apiservers restarted in turn, 4 runs), kept every informer at one
+// initial-state fetch and the raw watcher free of 410s in 3 runs of 4, for
+// 10-16 extra watch requests a run (each an immediate 410 from a watch
+// cache). A real compaction's 410 is handed over at most expiredRetryBound
+// late.
+const (
+	maxExpiredRetries = 3
+	expiredRetryBound = 3 * time.Second
+)
+
+// expiredRun is the history of the 410s that answered resumes since the
+// last progress.
+type expiredRun struct {
+	first   time.Time // the first such 410; zero when none
+	retries int
+	oldest  string // the first one's Oldest
+}
+
+// Gone decides what to do with a 410 that ended a watch stream or answered
+// its reopening. It is the one place that decision is made.
+//
+// First, whether the run of failures is still going: a stream up for the
+// InternalErrorWindow has ended its run, and a backoff quiet for
+// BackoffReset starts over, before anything is held (a 410 on a long quiet
+// stream is handed over at once).
+//
+// A 410 that answered a resume after a lost connection (e.Resume) with the
+// watch cache's message is retried at once on a new connection, up to
+// maxExpiredRetries times within expiredRetryBound of the first, under the
+// retry budget and the caller's deadline, as long as the watch cache it
+// reaches names the same oldest resourceVersion (the same fresh apiserver
+// again): a different one means a second apiserver lacks the resume point
+// too, an expiry everywhere, and a message that is not the watch cache's
+// (etcd's own compaction) is authoritative. Progress starts the count over.
+//
+// Any other 410 is held for a draw from [0, step), step being the backoff
+// the current run reached: zero when the run did not grow it (a resume
+// straight after a cut, the usual way to learn of a compaction), and when
+// the hold would run into the caller's deadline. Why hold at all:
+// client-go's reflector waits one step of its own backoff before it
+// relists, a step grown by every failed re-watch it saw. Behind kretry it
+// saw none (kretry absorbed them), so it would relist at once, and a fleet
+// whose resumes meet a restarted server would send its relists right behind
+// its reopens. The hold is the reflector's wait, restored.
+func (t *Tracker) Gone(e Expiry) GoneDecision {
+	cfg := t.policy.cfg
+	now := cfg.Clock.Now()
+	t.endRunIfUp(now)
+	if !t.lastFailure.IsZero() && now.Sub(t.lastFailure) >= cfg.BackoffReset {
+		t.resetBackoff()
+	}
+	if t.retryExpired(now, e) {
+		return GoneDecision{Retry: true}
+	}
+	step := t.backoff.Duration
+	if step <= cfg.InitialBackoff {
+		return GoneDecision{}
+	}
+	hold := time.Duration(cfg.Rand() * float64(step))
+	if t.pastDeadline(hold) {
+		return GoneDecision{}
+	}
+	return GoneDecision{Hold: hold}
+}
+
+// retryExpired reports whether a 410 is retried on a new connection, and
+// counts the retry.
+func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
+	run := &t.expired
+	switch {
+	case !e.Resume, e.Oldest == "",
+		run.retries >= maxExpiredRetries,
+		!run.first.IsZero() && now.Sub(run.first) >= expiredRetryBound,
+		run.oldest != "" && run.oldest != e.Oldest,
+		t.pastDeadline(0):
+		return false
+	}
+	if !t.policy.budget.Spend() {
+		return false
+	}
+	if run.first.IsZero() {
+		run.first, run.oldest = now, e.Oldest
+	}
+	run.retries++
+	return true
+}
+
+// tooOld is the watch cache's message for a resourceVersion older than the
+// oldest it holds (k8s.io/apiserver's cacher: "too old resource version:
+// %d (%d)").
+var tooOld = regexp.MustCompile(`^too old resource version: \d+ \((\d+)\)$`)
+
+// OldestInCache returns the S of a "too old resource version: X (S)"
+// message, or "" for any other message.
+func OldestInCache(message string) string {
+	m := tooOld.FindStringSubmatch(message)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}

@@ -1,0 +1,132 @@
+package policy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kretry/kretry/internal/policy"
+)
+
+// TestGone pins the hold of a 410 that is not retried: nothing after a
+// plain cut, a draw from [0, step) once a run of failures grew the backoff,
+// nothing once the run has ended, by progress or by a stream up for the
+// window, or the backoff has been quiet for its reset time.
+func TestGone(t *testing.T) {
+	tests := []struct {
+		name     string
+		failures int // breaks without progress before the 410 (the first reopens at once)
+		progress bool
+		up       time.Duration // a reopened stream up this long before the 410; 0: none
+		quiet    time.Duration // then this long without a failure
+		jitter   float64
+		deadline time.Duration // from the 410; 0: none
+		want     time.Duration
+	}{
+		{"a cut, then 410: handed over at once", 1, false, 0, 0, 0.5, 0, 0},
+		{"two breaks: the step reached is 1.6s", 2, false, 0, 0, 0.5, 0, 800 * time.Millisecond},
+		{"four breaks: 6.4s, the lowest draw", 4, false, 0, 0, 0, 0, 0},
+		{"four breaks: 6.4s, the highest draw", 4, false, 0, 0, 0.999, 0, 6393600 * time.Microsecond},
+		{"progress since: a new run, at once", 4, true, 0, 0, 0.5, 0, 0},
+		{"a hold that would end past the deadline: at once", 4, false, 0, 0, 0.5, 4 * time.Second, 0},
+		{"a hold that ends before the deadline", 4, false, 0, 0, 0.5, 5 * time.Second, 3200 * time.Millisecond},
+		// Fails before: the run ended only at the next failure, so the 410
+		// was held from the step the old run reached.
+		{"a stream up for the window: its run has ended, at once", 4, false, 30 * time.Second, 0, 0.5, 0, 0},
+		{"a stream up for less than the window: held", 4, false, 29 * time.Second, 0, 0.5, 0, 3200 * time.Millisecond},
+		{"quiet for the backoff's reset time: at once", 4, false, 0, 2 * time.Minute, 0.5, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(policy.Config{}, tt.jitter)
+			for range tt.failures {
+				clock.Advance(tracker.Break().Wait)
+			}
+			if tt.progress {
+				tracker.Progress()
+			}
+			if tt.up > 0 {
+				tracker.Opened()
+				clock.Advance(tt.up)
+			}
+			clock.Advance(tt.quiet)
+			if tt.deadline > 0 {
+				tracker.SetDeadline(clock.Now().Add(tt.deadline))
+			}
+			if got := tracker.Gone(policy.Expiry{}); got != (policy.GoneDecision{Hold: tt.want}) {
+				t.Errorf("Gone() = %+v, want a hold of %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
+// a lost connection is retried on a new connection: up to three times within
+// 3 s of the first, while the watch cache names the same oldest
+// resourceVersion, under the budget and the deadline; progress starts over.
+func TestGoneRetriesExpiredResumes(t *testing.T) {
+	fresh := policy.Expiry{Resume: true, Oldest: "500"}
+	tests := []struct {
+		name    string
+		budget  policy.BudgetConfig
+		prepare func(*policy.Tracker)
+		// gones are the 410s in order, each after the wait before it; want
+		// is which are retried.
+		gones []policy.Expiry
+		waits []time.Duration
+		want  []bool
+		// progressAt, if positive, is the 410 before which an event arrives.
+		progressAt int
+	}{
+		{name: "the same fresh apiserver: three retries, then the 410",
+			gones: []policy.Expiry{fresh, fresh, fresh, fresh}, want: []bool{true, true, true, false}},
+		{name: "another apiserver names another oldest: expired everywhere",
+			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, want: []bool{true, false}},
+		{name: "not the watch cache's message (etcd compacted): at once",
+			gones: []policy.Expiry{{Resume: true}}, want: []bool{false}},
+		{name: "not a resume after a lost connection: at once",
+			gones: []policy.Expiry{{Oldest: "500"}}, want: []bool{false}},
+		{name: "3s after the first: the bound",
+			gones: []policy.Expiry{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
+		{name: "progress starts the count over",
+			gones: []policy.Expiry{fresh, fresh, fresh, fresh, fresh}, progressAt: 4, want: []bool{true, true, true, false, true}},
+		{name: "the budget refuses: at once",
+			budget: policy.BudgetConfig{MinPerSecond: 0.01},
+			gones:  []policy.Expiry{fresh}, want: []bool{false}},
+		{name: "past the caller's deadline: at once",
+			prepare: func(tr *policy.Tracker) { tr.SetDeadline(epoch.Add(500 * time.Millisecond)) },
+			gones:   []policy.Expiry{fresh}, want: []bool{false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(policy.Config{Budget: tt.budget}, 0.5)
+			if tt.prepare != nil {
+				tt.prepare(tracker)
+			}
+			for i, gone := range tt.gones {
+				if i < len(tt.waits) {
+					clock.Advance(tt.waits[i])
+				}
+				if tt.progressAt > 0 && i == tt.progressAt {
+					tracker.Progress()
+				}
+				if got := tracker.Gone(gone).Retry; got != tt.want[i] {
+					t.Errorf("410 #%d: retried %v, want %v", i, got, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestOldestInCache(t *testing.T) {
+	for message, want := range map[string]string{
+		"too old resource version: 120 (500)":                    "500",
+		"too old resource version: 1 (2)":                        "2",
+		"The resourceVersion for the provided watch is too old.": "",
+		"too old resource version: 120":                          "",
+		"":                                                       "",
+	} {
+		if got := policy.OldestInCache(message); got != want {
+			t.Errorf("OldestInCache(%q) = %q, want %q", message, got, want)
+		}
+	}
+}

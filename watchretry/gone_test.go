@@ -1,0 +1,166 @@
+package watchretry_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/watchretry"
+)
+
+// tooOld is the 410 a watch cache answers for a resourceVersion older than
+// the oldest it holds (oldest).
+func tooOld(rv, oldest string) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status:   metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+		Message: "too old resource version: " + rv + " (" + oldest + ")",
+	}
+}
+
+// TestGoneOnAQuietStreamIsNotHeld: a reopened stream up and quiet for longer
+// than the window has ended its run of failures, so an ERROR 410 on it is
+// handed over at once. Fails before: it was held for a draw from the step
+// the old run had reached (0.8 s here; up to MaxBackoff at the defaults),
+// the run being ended only at the next failure.
+func TestGoneOnAQuietStreamIsNotHeld(t *testing.T) {
+	for _, ct := range encodings {
+		t.Run(ct, func(t *testing.T) {
+			var h *harness
+			first := event(t, ct, watch.Added, configMap("a", "101"))
+			gone := event(t, ct, watch.Error, errorStatus(410, metav1.StatusReasonExpired, 0))
+			srv := newServer(t, ct,
+				reply{body: first, cut: true, cutAt: len(first)},
+				reply{connErr: refused},
+				// Up, quiet for 2 s, then the 410.
+				reply{body: gone, onStart: func() { h.clock.Advance(2 * time.Second) }})
+			h = newHarness(t, srv, func(c *watchretry.Config) {
+				c.Policy = policy.New(policy.Config{Clock: c.Policy.Clock(), Rand: func() float64 { return 0.5 }, InternalErrorWindow: time.Second})
+			})
+			got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
+			if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+			// The wait after the refusal (1.2 s cut to the 1 s window), and no hold.
+			if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{time.Second}) {
+				t.Errorf("waited %v, want only the 1s before the reopen", sleeps)
+			}
+		})
+	}
+}
+
+// TestExpiredResumeRetriedOnANewConnection: a resume after a lost connection
+// answered "too old resource version" (in the stream, as kube-apiserver
+// answers it, or as an HTTP 410) is retried at once with Connection: close,
+// so that a load balancer may route it to an apiserver that still holds the
+// resume point; the events then continue with no 410 for the caller.
+func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		for _, ct := range encodings {
+			t.Run(ct+map[bool]string{true: "/ERROR event", false: "/HTTP 410"}[inStream], func(t *testing.T) {
+				events, rvs := history(t, ct)
+				fresh := expired(t, ct, inStream, tooOld("101", "500"))
+				srv := newServer(t, ct, reply{body: events[0], cut: true, cutAt: len(events[0])}, fresh, fresh)
+				h := watchHistory(t, srv, events, rvs)
+				// The watch, its resume, two retries on new connections.
+				if closes := srv.closed(); !reflect.DeepEqual(closes, []bool{false, false, true, true}) {
+					t.Errorf("req.Close %v, want the two retries only", closes)
+				}
+				if len(h.clock.Sleeps()) != 0 {
+					t.Errorf("waited %v, want retries at once", h.clock.Sleeps())
+				}
+			})
+		}
+	}
+}
+
+// TestExpiredEverywhereIsOne410 is the shape of a client looping on "too old
+// resource version" after an HA restart: the resume point is older than
+// every apiserver's cache. kretry delivers exactly one 410, after at most
+// three retries within 3 s, and the watch ends: no loop. A second apiserver
+// naming another oldest resourceVersion ends the retries at once.
+func TestExpiredEverywhereIsOne410(t *testing.T) {
+	tests := []struct {
+		name     string
+		oldest   func(n int) string // the oldest resourceVersion named by the n-th resume's 410
+		requests int
+	}{
+		{"the same cache each time: three retries", func(int) string { return "500" }, 5},
+		{"two apiservers, each its own cache: one retry", func(n int) string { return []string{"500", "480"}[n%2] }, 3},
+	}
+	for _, tt := range tests {
+		for _, inStream := range []bool{true, false} {
+			t.Run(tt.name+map[bool]string{true: "/ERROR event", false: "/HTTP 410"}[inStream], func(t *testing.T) {
+				ct := jsonStream
+				first := event(t, ct, watch.Added, configMap("a", "101"))
+				srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)})
+				resumes := 0
+				srv.next = func(url.Values) reply {
+					resumes++
+					return expired(t, ct, inStream, tooOld("101", tt.oldest(resumes-1)))
+				}
+				h := newHarness(t, srv, nil)
+				got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
+				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v: one 410, then the end", got, want)
+				}
+				if n := srv.requestCount(); n != tt.requests {
+					t.Errorf("%d requests, want %d", n, tt.requests)
+				}
+			})
+		}
+	}
+}
+
+// TestExpiredNotRetried: a 410 that does not answer a resume after a lost
+// connection, or whose message is not the watch cache's, is a compaction:
+// handed over with no retry.
+func TestExpiredNotRetried(t *testing.T) {
+	ct := jsonStream
+	first := event(t, ct, watch.Added, configMap("a", "101"))
+	compacted := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
+		Code: 410, Reason: metav1.StatusReasonExpired, Message: "The resourceVersion for the provided watch is too old."}
+	tests := []struct {
+		name    string
+		replies []reply
+	}{
+		{"on the first stream", []reply{{body: append(first, event(t, ct, watch.Error, tooOld("101", "500"))...)}}},
+		{"after an event of the resumed stream", []reply{{body: first, cut: true, cutAt: len(first)},
+			{body: append(event(t, ct, watch.Modified, configMap("a", "102")), event(t, ct, watch.Error, tooOld("102", "500"))...)}}},
+		{"after an ERROR 500, not a lost connection", []reply{{body: append(first, event(t, ct, watch.Error, errorStatus(500, metav1.StatusReasonInternalError, 0))...)},
+			expired(t, ct, true, tooOld("101", "500"))}},
+		{"etcd's compaction message", []reply{{body: first, cut: true, cutAt: len(first)}, expired(t, ct, true, compacted)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, ct, tt.replies...)
+			h := newHarness(t, srv, nil)
+			got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
+			if len(got) == 0 || got[len(got)-1] != (seen{Type: watch.Error, Code: 410}) {
+				t.Fatalf("got %v, want the 410 last", got)
+			}
+			if n := srv.requestCount(); n != len(tt.replies) {
+				t.Errorf("%d requests, want %d: no retry", n, len(tt.replies))
+			}
+		})
+	}
+}
+
+// expired is a 410 answer to a watch: an ERROR event in a 200, or an HTTP 410.
+func expired(t testing.TB, ct string, inStream bool, st *metav1.Status) reply {
+	if inStream {
+		return reply{body: event(t, ct, watch.Error, st)}
+	}
+	body, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: http.StatusGone, contentType: "application/json", body: body}
+}
