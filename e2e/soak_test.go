@@ -31,6 +31,7 @@ import (
 )
 
 // Knobs of TestSoak (make soak sets them).
+// The soak runs soakWarmup, then the length asked for, which is the span judged for leaks.
 const (
 	soakEnv     = "KRETRY_SOAK"      // how long: a Go duration ("10m"); unset skips the soak
 	soakPlotEnv = "KRETRY_SOAK_PLOT" // where the PNG of the samples goes; unset: none
@@ -46,6 +47,12 @@ const (
 	soakWriteEvery         = 200 * time.Millisecond // per namespace: 25 changes/s in all
 	soakWatchTimeout       = 300                    // seconds; a watch that reaches it is renewed
 	soakCutMin, soakCutMax = 300 * time.Millisecond, 2500 * time.Millisecond
+	// soakWarmup runs before the judged span, faults on. It outlasts client-go's
+	// IdleConnTimeout (90 s): net/http keeps an HTTP/2 connection in its idle list after the
+	// connection died, until that timeout (it never marks an HTTP/2 connection broken), so
+	// with every connection cut every 1.4 s the heap holds the last 90 s of dead connections,
+	// ~25 KiB each. That climbs for 90 s, then is flat.
+	soakWarmup = 100 * time.Second
 )
 
 // soakSample is one sample of the test process (clients, fault proxy and injector included).
@@ -65,9 +72,9 @@ type soakSample struct {
 // of 0.3-2.5 s, and the HTTP injector behind it, which ends a JSON watch with an ERROR 500
 // event every 1-5 s. Every 10 s it samples the process: RSS, live Go heap, goroutines, open
 // file descriptors, sockets and connections through the proxy. It fails on
-//   - a leak: a series whose median over the last third of the run (after a warm-up of a
-//     minute or a tenth of the run) is above its median over the first third by more than a
-//     noise floor (see leakVerdicts); one high sample, or a step that falls back, is not a leak;
+//   - a leak: a series whose median over the last third of the run (after a warm-up of 100 s,
+//     see soakWarmup) is above its median over the first third by more than a noise floor (see
+//     leakVerdicts); one high sample, or a step that falls back, is not a leak;
 //   - a raw watcher whose events are missed, repeated or out of order (resourceVersions
 //     increasing, every ConfigMap's gen +1 per MODIFIED), that ends early or sees an ERROR;
 //   - an informer that fetched its initial state more than once, whose handlers saw an update
@@ -147,7 +154,7 @@ func TestSoak(t *testing.T) {
 
 	var samples []soakSample
 	tick := time.NewTicker(soakSampleEvery)
-	for end := began.Add(duration); time.Now().Before(end); {
+	for end := began.Add(soakWarmup + duration); time.Now().Before(end); {
 		<-tick.C
 		s := sampleProcess(time.Since(began), proxy.Open())
 		samples = append(samples, s)
@@ -205,16 +212,16 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	verdicts := leakVerdicts(samples, duration)
+	verdicts := leakVerdicts(samples, soakWarmup)
 	writeHeapProfile(t)
 	var writes, fails int
 	for _, w := range writers {
 		n, f, _ := w.Stats()
 		writes, fails = writes+n, fails+f
 	}
-	summary := fmt.Sprintf("soak %v: %d informers (%d initial-state fetches in all), %d raw watchers (%d events, %d renewals at timeoutSeconds=%d), "+
+	summary := fmt.Sprintf("soak %v after a warm-up of %v: %d informers (%d initial-state fetches in all), %d raw watchers (%d events, %d renewals at timeoutSeconds=%d), "+
 		"%d writes (%d failed), %d cuts (all connections each), %d ERROR 500 injected; faults every %v-%v",
-		duration, len(informers), sum(fetches), len(watchers), events, renewals, soakWatchTimeout, writes, fails, cuts, faults.counts().InternalErrors,
+		duration, soakWarmup, len(informers), sum(fetches), len(watchers), events, renewals, soakWatchTimeout, writes, fails, cuts, faults.counts().InternalErrors,
 		soakCutMin, soakCutMax)
 	t.Log(summary)
 	t.Logf("at the injector: %v; %d injections asked", faults.counts(), injected)
@@ -287,17 +294,18 @@ func (v leakVerdict) String() string {
 }
 
 // leakVerdicts decides, per series, whether it grew over the run. The samples of the warm-up
-// (the first minute or tenth of the run, whichever is longer: caches fill, connections open)
-// are dropped; the rest is cut in thirds and the median of the last third compared with the
-// median of the first. Medians ignore a few high samples (a GC late, a burst of resumes right at
-// a sample); thirds make it a trend over the run, not a last-moment blip. Growth is a leak when
-// it exceeds the noise floor: a fraction of the first median and an absolute minimum per series
-// (a 2-minute run of 50 watches moves goroutines by a few and the heap by a few MiB).
-func leakVerdicts(samples []soakSample, duration time.Duration) []leakVerdict {
-	warmup := max(time.Minute, duration/10).Seconds()
+// (caches fill, connections open, net/http's idle list fills with the dead connections of the
+// last 90 s) are dropped; the rest is cut in thirds and the median of the last third compared
+// with the median of the first. Medians ignore a few high samples (a GC late, a burst of
+// resumes right at a sample); thirds make it a trend over the run, not a last-moment blip.
+// Growth is a leak when it exceeds the noise floor: a fraction of the first median and an
+// absolute minimum per series (a 2-minute run of 55 watches moves goroutines by a few and the
+// heap by a few MiB). A leak of one goroutine, descriptor or 25 KiB buffer per cut is hundreds
+// per minute here: far above every floor.
+func leakVerdicts(samples []soakSample, warmup time.Duration) []leakVerdict {
 	var kept []soakSample
 	for _, s := range samples {
-		if s.At > warmup {
+		if s.At > warmup.Seconds() {
 			kept = append(kept, s)
 		}
 	}
