@@ -45,22 +45,14 @@ func TestRawWatchCuts(t *testing.T) {
 	time.Sleep(time.Second) // the watchers start behind the writer: their first events come from the watch cache
 
 	admin := adminClient(serverA)
-	list, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
+	ls, err := listStart(ctx, admin.CoreV1().ConfigMaps(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, gens := state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
-	if err != nil {
-		t.Fatalf("LIST resourceVersion %q: %v", list.ResourceVersion, err)
-	}
+	start, gens, listRV := ls.state, ls.gens, ls.rv
 
 	began := time.Now()
-	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), list.ResourceVersion, false)
+	ref := startRawWatcher(t, began, admin.CoreV1().ConfigMaps(ns), ls.resourceVersion, false)
 	type path struct {
 		name string
 		p    *faultproxy.Proxy
@@ -77,7 +69,7 @@ func TestRawWatchCuts(t *testing.T) {
 		pa.c = newClient(pa.p.Addr(), apiserver.Admin, withKretry)
 		// stock re-watches after an early close so that its closes can be counted; kretry's
 		// watch is opened once, as kubectl does.
-		pa.rw = startRawWatcher(t, began, pa.c.kube().CoreV1().ConfigMaps(ns), list.ResourceVersion, !withKretry)
+		pa.rw = startRawWatcher(t, began, pa.c.kube().CoreV1().ConfigMaps(ns), ls.resourceVersion, !withKretry)
 		paths = append(paths, pa)
 	}
 	stock, kr := paths[0], paths[1]

@@ -473,22 +473,13 @@ type soakWatchResult struct {
 }
 
 func startSoakWatcher(ctx context.Context, t *testing.T, began time.Time, ns string, cms typedcorev1.ConfigMapInterface) (*soakWatcher, error) {
-	list, err := cms.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	start, gens := state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	listRV, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	ls, err := listStart(ctx, cms)
 	if err != nil {
 		return nil, err
 	}
 	sw := &soakWatcher{ns: ns, cms: cms, stop: make(chan struct{}), done: make(chan struct{}),
-		replay: newReplayer(start, gens, listRV)}
-	go sw.run(began, list.ResourceVersion)
+		replay: newReplayer(ls.state, ls.gens, ls.rv)}
+	go sw.run(began, ls.resourceVersion)
 	t.Cleanup(sw.stopAndWait)
 	return sw, nil
 }

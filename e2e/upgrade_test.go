@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
@@ -180,16 +181,11 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 			t.Fatal(err)
 		}
 	}
-	list, err := cms.List(ctx, metav1.ListOptions{})
+	ls, err := listStart(ctx, cms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, gens := state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	listRV, _ := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	start, gens, listRV := ls.state, ls.gens, ls.rv
 
 	began := time.Now()
 	var clients []*upgradeClient
@@ -203,7 +199,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 			withContentType(cfg, kind == "informer protobuf")
 			uc := &upgradeClient{Name: name, Kind: kind, c: newClientOf(cfg, withKretry)}
 			if kind == "raw watcher" {
-				uc.raw = startRawWatcher(t, began, uc.c.kube().CoreV1().ConfigMaps(ns), list.ResourceVersion, false)
+				uc.raw = startRawWatcher(t, began, uc.c.kube().CoreV1().ConfigMaps(ns), ls.resourceVersion, false)
 			} else {
 				uc.inf = startInformer(t, uc.c, ns)
 			}
@@ -425,6 +421,32 @@ func appendUpgradeFigures(line string) {
 	}
 	fmt.Fprintln(f, line)
 	f.Close()
+}
+
+// listed is where a raw watcher starts: a LIST's objects (name -> resourceVersion), their
+// writer generations, and its resourceVersion.
+type listed struct {
+	state           state
+	gens            map[string]int
+	rv              uint64
+	resourceVersion string
+}
+
+// listStart LISTs cms (a consistent read) for a raw watcher to start from.
+func listStart(ctx context.Context, cms typedcorev1.ConfigMapInterface) (listed, error) {
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return listed{}, err
+	}
+	ls := listed{state: state{}, gens: map[string]int{}, resourceVersion: list.ResourceVersion}
+	for _, cm := range list.Items {
+		ls.state[cm.Name] = cm.ResourceVersion
+		ls.gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
+	}
+	if ls.rv, err = strconv.ParseUint(list.ResourceVersion, 10, 64); err != nil {
+		return listed{}, fmt.Errorf("LIST resourceVersion %q: %w", list.ResourceVersion, err)
+	}
+	return ls, nil
 }
 
 // withContentType sets the content type the clientset asks for: client-go v0.37's typed
