@@ -53,6 +53,9 @@ const (
 	// with every connection cut every 1.4 s the heap holds the last 90 s of dead connections,
 	// ~25 KiB each. That climbs for 90 s, then is flat.
 	soakWarmup = 100 * time.Second
+	// soakDeadlineSlack is how long before its timeoutSeconds a raw watch may end as asked: the
+	// last second, plus a retry wait that would not fit (a few seconds under these faults).
+	soakDeadlineSlack = 10 * time.Second
 )
 
 // soakSample is one sample of the test process (clients, fault proxy and injector included).
@@ -507,7 +510,10 @@ func (sw *soakWatcher) run(began time.Time, rv string) {
 				sw.apply(toRawEvent(ev, time.Since(began)))
 			}
 		}
-		if time.Since(opened) < time.Duration(soakWatchTimeout-2)*time.Second {
+		// kretry ends a watch before its deadline rather than start a wait that would end less
+		// than a second before it (DESIGN, the caller's deadline): an end within
+		// soakDeadlineSlack of timeoutSeconds is the end asked for.
+		if time.Since(opened) < time.Duration(soakWatchTimeout)*time.Second-soakDeadlineSlack {
 			sw.problem(fmt.Sprintf("ResultChan closed after %v, before its timeoutSeconds=%d", time.Since(opened).Round(time.Millisecond), soakWatchTimeout))
 			return
 		}
