@@ -230,7 +230,12 @@ type client struct {
 }
 
 func newClient(addr string, u apiserver.User, withKretry bool) *client {
-	c := &client{cfg: cluster.ConfigFor(addr, u), wire: &counter{}, caller: &counter{}, kretry: withKretry}
+	return newClientOf(cluster.ConfigFor(addr, u), withKretry)
+}
+
+// newClientOf is newClient for a config of any cluster.
+func newClientOf(cfg *rest.Config, withKretry bool) *client {
+	c := &client{cfg: cfg, wire: &counter{}, caller: &counter{}, kretry: withKretry}
 	// Wrap order: the first wrapper is innermost (closest to TLS).
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.wire.next = rt; return c.wire })
 	if withKretry {
@@ -314,10 +319,15 @@ func serverState(ctx context.Context, server int, ns string) (state, error) {
 // converge waits until the informer's cache equals the server's state; it returns how long it
 // took, or the last difference.
 func converge(ctx context.Context, inf *informer, server int, ns string, timeout time.Duration) (time.Duration, error) {
+	return convergeTo(ctx, inf, func(ctx context.Context) (state, error) { return serverState(ctx, server, ns) }, timeout)
+}
+
+// convergeTo is converge against the state serverState returns.
+func convergeTo(ctx context.Context, inf *informer, serverState func(context.Context) (state, error), timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	var last string
 	for time.Since(start) < timeout {
-		want, err := serverState(ctx, server, ns)
+		want, err := serverState(ctx)
 		if err != nil {
 			last = err.Error()
 		} else if got := inf.state(); fmt.Sprint(got) == fmt.Sprint(want) {

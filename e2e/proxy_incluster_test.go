@@ -18,11 +18,9 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
-	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 )
 
@@ -297,19 +295,11 @@ func TestProxyInCluster(t *testing.T) {
 // generation, and the list's resourceVersion, from which a reference watch starts.
 func listState(t *testing.T, server int, ns string) (start state, gens map[string]int, listRV uint64) {
 	t.Helper()
-	list, err := adminClient(server).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	ls, err := listStart(context.Background(), adminClient(server).CoreV1().ConfigMaps(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, gens = state{}, map[string]int{}
-	for _, cm := range list.Items {
-		start[cm.Name] = cm.ResourceVersion
-		gens[cm.Name] = cmwriter.Gen(cm.Data["gen"])
-	}
-	if listRV, err = strconv.ParseUint(list.ResourceVersion, 10, 64); err != nil {
-		t.Fatalf("LIST resourceVersion %q: %v", list.ResourceVersion, err)
-	}
-	return start, gens, listRV
+	return ls.state, ls.gens, ls.rv
 }
 
 // serviceAccountVolume writes a service account's files as the kubelet does: each version in

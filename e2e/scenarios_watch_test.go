@@ -208,6 +208,7 @@ type rawEvent struct {
 	Gen  string
 	At   time.Duration // since the scenario's start
 	Err  string        // an ERROR event's status, or what was wrong with the object
+	Gone bool          // an ERROR event 410
 }
 
 // rawClose is an end of a raw watcher's ResultChan before the test stopped it.
@@ -331,9 +332,16 @@ func (rw *rawWatcher) recordClose() uint64 {
 
 // recordEvent appends ev and reports whether it is an ERROR event 410.
 func (rw *rawWatcher) recordEvent(ev watch.Event) (gone bool) {
+	e := toRawEvent(ev, time.Since(rw.began))
 	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	e := rawEvent{Type: ev.Type, At: time.Since(rw.began)}
+	rw.events = append(rw.events, e)
+	rw.mu.Unlock()
+	return e.Gone
+}
+
+// toRawEvent is what a raw watcher records of ev, received at at.
+func toRawEvent(ev watch.Event, at time.Duration) rawEvent {
+	e := rawEvent{Type: ev.Type, At: at}
 	switch o := ev.Object.(type) {
 	case *corev1.ConfigMap:
 		e.Name, e.Gen = o.Name, o.Data["gen"]
@@ -343,12 +351,11 @@ func (rw *rawWatcher) recordEvent(ev watch.Event) (gone bool) {
 		}
 	case *metav1.Status:
 		e.Err = fmt.Sprintf("%d %s: %s", o.Code, o.Reason, o.Message)
-		gone = o.Code == 410
+		e.Gone = o.Code == 410
 	default:
 		e.Err = fmt.Sprintf("object %T", ev.Object)
 	}
-	rw.events = append(rw.events, e)
-	return gone
+	return e
 }
 
 func errorEvents(evs []rawEvent) int {
@@ -367,52 +374,72 @@ func errorEvents(evs []rawEvent) int {
 // DELETED), a MODIFIED or DELETED for one that does not (missed ADDED), a MODIFIED whose gen is
 // not the previous + 1 (a MODIFIED missed or repeated: the writer bumps gen by one per update).
 func replay(start state, gens map[string]int, listRV uint64, evs []rawEvent) (state, []string) {
-	s := state{}
-	for n, rv := range start {
-		s[n] = rv
+	r := newReplayer(start, gens, listRV)
+	var problems []string
+	for i, e := range evs {
+		for _, p := range r.apply(e) {
+			problems = append(problems, fmt.Sprintf("event %d: %s", i, p))
+		}
 	}
-	g := map[string]int{}
+	return r.state, problems
+}
+
+// replayer is replay one event at a time, holding only the state (a watcher that runs for an
+// hour keeps no history).
+type replayer struct {
+	state state
+	gens  map[string]int
+	prev  uint64
+}
+
+func newReplayer(start state, gens map[string]int, listRV uint64) *replayer {
+	r := &replayer{state: state{}, gens: map[string]int{}, prev: listRV}
+	for n, rv := range start {
+		r.state[n] = rv
+	}
 	for n, v := range gens {
-		g[n] = v
+		r.gens[n] = v
+	}
+	return r
+}
+
+// apply applies e and returns what was wrong with it (nothing for a good event).
+func (r *replayer) apply(e rawEvent) []string {
+	if e.Type != watch.Added && e.Type != watch.Modified && e.Type != watch.Deleted || e.Err != "" {
+		return []string{fmt.Sprintf("%s %s", e.Type, e.Err)}
 	}
 	var problems []string
-	prev := listRV
-	for i, e := range evs {
-		if e.Type != watch.Added && e.Type != watch.Modified && e.Type != watch.Deleted || e.Err != "" {
-			problems = append(problems, fmt.Sprintf("event %d: %s %s", i, e.Type, e.Err))
-			continue
-		}
-		if e.RV <= prev {
-			problems = append(problems, fmt.Sprintf("event %d: %s %s RV %d after RV %d", i, e.Type, e.Name, e.RV, prev))
-		}
-		prev = max(prev, e.RV)
-		_, exists := s[e.Name]
-		gen := cmwriter.Gen(e.Gen)
-		switch e.Type {
-		case watch.Added:
-			if exists {
-				problems = append(problems, fmt.Sprintf("event %d: ADDED %s@%d, which exists@%s", i, e.Name, e.RV, s[e.Name]))
-			}
-			if gen != 0 {
-				problems = append(problems, fmt.Sprintf("event %d: ADDED %s@%d with gen %d", i, e.Name, e.RV, gen))
-			}
-			s[e.Name], g[e.Name] = strconv.FormatUint(e.RV, 10), gen
-		case watch.Modified:
-			if !exists {
-				problems = append(problems, fmt.Sprintf("event %d: MODIFIED %s@%d, which does not exist", i, e.Name, e.RV))
-			} else if gen != g[e.Name]+1 {
-				problems = append(problems, fmt.Sprintf("event %d: MODIFIED %s@%d gen %d after gen %d", i, e.Name, e.RV, gen, g[e.Name]))
-			}
-			s[e.Name], g[e.Name] = strconv.FormatUint(e.RV, 10), gen
-		case watch.Deleted:
-			if !exists {
-				problems = append(problems, fmt.Sprintf("event %d: DELETED %s@%d, which does not exist", i, e.Name, e.RV))
-			}
-			delete(s, e.Name)
-			delete(g, e.Name)
-		}
+	if e.RV <= r.prev {
+		problems = append(problems, fmt.Sprintf("%s %s RV %d after RV %d", e.Type, e.Name, e.RV, r.prev))
 	}
-	return s, problems
+	r.prev = max(r.prev, e.RV)
+	s, g := r.state, r.gens
+	_, exists := s[e.Name]
+	gen := cmwriter.Gen(e.Gen)
+	switch e.Type {
+	case watch.Added:
+		if exists {
+			problems = append(problems, fmt.Sprintf("ADDED %s@%d, which exists@%s", e.Name, e.RV, s[e.Name]))
+		}
+		if gen != 0 {
+			problems = append(problems, fmt.Sprintf("ADDED %s@%d with gen %d", e.Name, e.RV, gen))
+		}
+		s[e.Name], g[e.Name] = strconv.FormatUint(e.RV, 10), gen
+	case watch.Modified:
+		if !exists {
+			problems = append(problems, fmt.Sprintf("MODIFIED %s@%d, which does not exist", e.Name, e.RV))
+		} else if gen != g[e.Name]+1 {
+			problems = append(problems, fmt.Sprintf("MODIFIED %s@%d gen %d after gen %d", e.Name, e.RV, gen, g[e.Name]))
+		}
+		s[e.Name], g[e.Name] = strconv.FormatUint(e.RV, 10), gen
+	case watch.Deleted:
+		if !exists {
+			problems = append(problems, fmt.Sprintf("DELETED %s@%d, which does not exist", e.Name, e.RV))
+		}
+		delete(s, e.Name)
+		delete(g, e.Name)
+	}
+	return problems
 }
 
 // diffEvents is "" when got has the same events (type, name, RV) in the same order as want, or

@@ -2,23 +2,36 @@
 # Installs what the kretry-proxy e2e scenario runs besides kube-apiserver and etcd:
 #   - kubectl v1.37.2, built from the Go module proxy (tools/kubectl/build.sh, cached by go.sum);
 #   - the Python client: Debian's python3-kubernetes, for /usr/bin/python3 (apt-get, once);
+#   - the load balancer of the rolling-upgrade scenario: Debian's haproxy (apt-get, once);
 #   - the JavaScript client: @kubernetes/client-node as pinned by e2e/clients/node/package-lock.json,
 #     installed with `npm ci` into <repo>/.apiserver/e2e-clients/node (again only when the
 #     lockfile changed).
 # Every step is a no-op when its result is already there. Arguments pick steps (kubectl, python,
-# node); none means all.
+# haproxy, node); none means all.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
 steps=("$@")
-if [[ ${#steps[@]} == 0 ]]; then steps=(kubectl python node); fi
+if [[ ${#steps[@]} == 0 ]]; then steps=(kubectl python haproxy node); fi
 want_step() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 
 if want_step kubectl; then
 	GO="${GO:-go}" "$here/kubectl/build.sh"
 fi
+
+# apt_install installs Debian packages, updating the package lists once per run.
+apt_updated=""
+apt_install() {
+	local sudo=()
+	if [[ "$(id -u)" != 0 ]]; then sudo=(sudo); fi
+	if [[ -z "$apt_updated" ]]; then
+		"${sudo[@]}" apt-get update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 
 if ! want_step python; then
 	:
@@ -26,11 +39,20 @@ elif /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
 	echo "python3-kubernetes: installed ($(/usr/bin/python3 -c 'import kubernetes; print(kubernetes.__version__)'))"
 else
 	echo "python3-kubernetes: installing the Debian package"
-	sudo=()
-	if [[ "$(id -u)" != 0 ]]; then sudo=(sudo); fi
-	"${sudo[@]}" apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-kubernetes >/dev/null
+	apt_install python3-kubernetes
 	/usr/bin/python3 -c 'import kubernetes; print("python3-kubernetes: installed", kubernetes.__version__)'
+fi
+
+# The harness runs haproxy itself, as the test's child on loopback with a generated config; the
+# package's own service is not used.
+if ! want_step haproxy; then
+	:
+elif command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]]; then
+	echo "haproxy: installed ($(PATH="$PATH:/usr/sbin" haproxy -v | head -1))"
+else
+	echo "haproxy: installing the Debian package"
+	apt_install haproxy
+	/usr/sbin/haproxy -v | head -1
 fi
 
 want_step node || exit 0

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -383,6 +384,19 @@ func (s *Server) Stop() error {
 	return p.stop(5 * time.Second)
 }
 
+// Terminate sends SIGTERM, as a rolling upgrade does, and waits up to grace for the server to
+// exit on its own (kube-apiserver's graceful shutdown: --shutdown-delay-duration, then draining);
+// then it kills what is left. It reports whether the server exited within grace.
+func (s *Server) Terminate(grace time.Duration) (exited bool, err error) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return true, nil
+	}
+	return p.terminate(grace)
+}
+
 // Kill kills the server at once (SIGKILL): its connections reset mid-stream.
 func (s *Server) Kill() error {
 	s.mu.Lock()
@@ -421,13 +435,17 @@ func (s *Server) launch() error {
 		"--tls-cert-file=" + c.pki.servingCert,
 		"--tls-private-key-file=" + c.pki.servingKey,
 		"--token-auth-file=" + filepath.Join(c.dir, "tokens.csv"),
-		"--authorization-mode=AlwaysAllow",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + c.pki.saPublicKey,
 		"--service-account-signing-key-file=" + c.pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--endpoint-reconciler-type=none",
 		"--v=1",
+	}
+	// --authorization-mode is a list that a second flag appends to, so AlwaysAllow only goes in
+	// when ExtraFlags choose no mode of their own (RBACFlags).
+	if !slices.ContainsFunc(s.flags, func(f string) bool { return strings.HasPrefix(f, "--authorization-mode=") }) {
+		args = append(args, "--authorization-mode=AlwaysAllow")
 	}
 	args = append(args, s.flags...)
 	p, err := startProcess(fmt.Sprintf("kube-apiserver-%d", s.index), filepath.Join(c.binDir, "kube-apiserver"), args,

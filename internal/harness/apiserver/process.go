@@ -71,17 +71,24 @@ func (p *process) exited() bool {
 
 // stop sends SIGTERM to the group and waits up to grace; then it kills the group.
 func (p *process) stop(grace time.Duration) error {
+	_, err := p.terminate(grace)
+	return err
+}
+
+// terminate is stop, reporting whether the process exited on its own within grace.
+func (p *process) terminate(grace time.Duration) (exited bool, err error) {
 	if p.exited() {
 		p.killGroup() // stray grandchildren, if any
 		p.unregister()
-		return nil
+		return true, nil
 	}
 	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
 	select {
 	case <-p.done:
+		exited = true
 	case <-time.After(grace):
 	}
-	return p.kill()
+	return exited, p.kill()
 }
 
 // kill sends SIGKILL to the whole group and waits for the process to be reaped.
