@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 30s
 
-.PHONY: test unit vet fmtcheck bench fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff
+.PHONY: test unit vet fmtcheck bench bench-watch fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
 # the root go.work uses but the root, which builds them against this checkout; and the release
@@ -50,11 +50,19 @@ fmtcheck:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: every benchmark, 6 runs each, raw results in bench.txt, medians by benchstat.
+## bench: every benchmark (bench-watch's among them), 6 runs each, raw results in bench.txt, medians by benchstat.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/frame/ ./watchretry/ ./transport/ ./listretry/ | tee bench.txt
 	$(GO) run $(BENCHSTAT) bench.txt
+
+## bench-watch: the per-event figures BENCHMARKS.md leads with, 10 runs each: a typed clientset's
+## Watch() and client-go's in-memory decode, plain and through kretry interleaved in one process
+## (kretry/plain per run), and kretry's raw pass over a stream with 8 KiB reads.
+bench-watch:
+	$(GO) test -run '^$$' -bench 'BenchmarkTypedWatchPair|BenchmarkDecodePair|BenchmarkWatchRaw8KiB|BenchmarkScanLent8KiB' \
+		-count 10 ./internal/frame/ ./watchretry/ ./transport/ | tee bench-watch.txt
+	$(GO) run $(BENCHSTAT) bench-watch.txt
 
 ## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time). The scanners'
 ## targets also scan in lent slices (in place); watchretry's read the resuming body with random

@@ -27,6 +27,13 @@ const protobufType = "application/vnd.kubernetes.protobuf"
 // watchStream is about 8 MiB of MODIFIED ConfigMap events of eventSize
 // bytes each, as kube-apiserver writes them in the media type.
 func watchStream(b *testing.B, mediaType string, eventSize int) (stream []byte, events int) {
+	return watchEvents(b, mediaType, eventSize, func(size, _ int) bool { return size >= 8<<20 })
+}
+
+// watchEvents is MODIFIED ConfigMap events of eventSize bytes each, as
+// kube-apiserver writes them in the media type, until full(stream length,
+// events) says the stream is long enough.
+func watchEvents(b *testing.B, mediaType string, eventSize int, full func(size, events int) bool) (stream []byte, events int) {
 	encode := func(cm *corev1.ConfigMap) []byte {
 		if mediaType == "application/json" {
 			raw, _ := json.Marshal(cm)
@@ -48,7 +55,7 @@ func watchStream(b *testing.B, mediaType string, eventSize int) (stream []byte, 
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "demo"},
 		Data:       map[string]string{"blob": ""},
 	}
-	for len(stream) < 8<<20 {
+	for !full(len(stream), events) {
 		cm.ResourceVersion = fmt.Sprint(1000 + events)
 		cm.Data["blob"] = ""
 		overhead := len(encode(cm))

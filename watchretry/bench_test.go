@@ -63,10 +63,16 @@ func benchEvent(b *testing.B, contentType string, typ watch.EventType, cm *corev
 
 // benchStream is about 8 MiB of MODIFIED events of eventSize bytes each.
 func benchStream(b *testing.B, contentType string, eventSize int) ([]byte, int) {
+	return benchEvents(b, contentType, eventSize, func(size, _ int) bool { return size >= 8<<20 })
+}
+
+// benchEvents is MODIFIED events of eventSize bytes each until full(stream
+// length, events) says the stream is long enough.
+func benchEvents(b *testing.B, contentType string, eventSize int, full func(size, events int) bool) ([]byte, int) {
 	cm := configMap("bench", "1000")
 	var stream []byte
 	events := 0
-	for len(stream) < 8<<20 {
+	for !full(len(stream), events) {
 		cm.ResourceVersion = fmt.Sprint(1000 + events)
 		cm.Data["blob"] = ""
 		overhead := len(benchEvent(b, contentType, watch.Modified, cm))

@@ -10,7 +10,10 @@ import (
 // nextJSON is Next for JSON streams.
 func (s *Scanner) nextJSON() (Frame, error) {
 	j := &s.json
-	j.reset()
+	if !j.resume {
+		j.reset()
+	}
+	j.resume = false
 	for {
 		b := s.buf[s.start:s.end]
 		status, err := j.scan(b)

@@ -15,18 +15,24 @@ const strEscaped = 1
 const (
 	ones      = 0x0101010101010101
 	highBits  = 0x8080808080808080
-	quotes    = '"' * ones
 	backslash = '\\' * ones
-	spaces    = ' ' * ones
+	// quoteFlip turns '"' (0x22) into 0x20 and keeps every control
+	// character under 0x20, so that one "less than belowQuote" test finds
+	// both; no other byte lands under it.
+	quoteFlip  = 0x02 * ones
+	belowQuote = 0x21 * ones
 )
 
 // specialBytes returns a mask whose lowest set bit marks the first byte of w
 // (little endian) that is '"', '\\' or a control character. Higher bits may be
 // false positives (borrows), the lowest one never is.
+//
+// x-k sets a byte's high bit when the byte is under k (or a borrow came from
+// a lower byte that was), for bytes under 0x80; &^w drops bytes of 0x80 and
+// over, which neither flip changes. Two tests: (w^quoteFlip) < 0x21 for '"'
+// and control characters, (w^backslash) < 1 for '\\'.
 func specialBytes(w uint64) uint64 {
-	q := w ^ quotes
-	b := w ^ backslash
-	return ((q-ones)&^q | (b-ones)&^b | (w-spaces)&^w) & highBits
+	return (((w ^ quoteFlip) - belowQuote) | ((w ^ backslash) - ones)) &^ w & highBits
 }
 
 // scanStringBody scans a JSON string's content from b[i], checking it as

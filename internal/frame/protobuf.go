@@ -62,20 +62,27 @@ const (
 	bytesField  = int8(protowire.BytesType) + 1
 )
 
-// protoScanner holds what the fields of one protobuf frame say. Byte slices
-// alias the frame.
+// protoScanner holds what the fields of one protobuf frame say, as spans
+// of the frame's body: offsets rather than slices, so that recording a
+// field stores no pointer (no write barrier while the collector runs, which
+// under a decoder's allocations is much of the time).
 type protoScanner struct {
-	typ        []byte
-	raw        []byte
-	apiVersion []byte
-	kind       []byte
-	object     []byte
-	rv         []byte
+	typ        pbSpan
+	raw        pbSpan
+	apiVersion pbSpan
+	kind       pbSpan
+	object     pbSpan
+	rv         pbSpan
 	eventsEnd  bool
 	code       int32
-	reason     []byte
+	reason     pbSpan
 	retryAfter int32
 }
+
+// pbSpan is body[start:end] of the frame being walked.
+type pbSpan struct{ start, end int }
+
+func (sp pbSpan) in(body []byte) []byte { return body[sp.start:sp.end] }
 
 func (p *protoScanner) reset() { *p = protoScanner{} }
 
@@ -113,53 +120,59 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if len(body) == 0 {
 		return errProtoEmpty
 	}
-	if err := p.walk(msgWatchEvent, body); err != nil {
+	if err := p.walk(msgWatchEvent, body, 0); err != nil {
 		return err
 	}
-	typ := eventTypeOf(p.typ)
+	typ := eventTypeOf(p.typ.in(body))
 	if typ == 0 {
-		return &unknownTypeError{name: string(p.typ)}
+		return &unknownTypeError{name: string(p.typ.in(body))}
 	}
+	raw := p.raw.in(body)
 	switch {
-	case len(p.raw) == 0:
+	case len(raw) == 0:
 		return errNoRaw
-	case len(p.raw) < len(protoPrefix) || [4]byte(p.raw) != protoPrefix:
+	case len(raw) < len(protoPrefix) || [4]byte(raw) != protoPrefix:
 		return errNoPrefix
-	case len(p.raw) == len(protoPrefix):
+	case len(raw) == len(protoPrefix):
 		return errEmptyBody
 	}
-	if err := p.walk(msgUnknown, p.raw[len(protoPrefix):]); err != nil {
+	if err := p.walk(msgUnknown, raw[len(protoPrefix):], p.raw.start+len(protoPrefix)); err != nil {
 		return err
 	}
-	if len(p.kind) == 0 || !hasVersion(p.apiVersion) {
+	if p.kind.end == p.kind.start || !hasVersion(p.apiVersion.in(body)) {
 		return errObjectTypeMeta
 	}
 	*ev = Event{Type: typ}
 	if typ == Error {
-		if err := p.walk(msgStatus, p.object); err != nil {
+		if err := p.walk(msgStatus, p.object.in(body), p.object.start); err != nil {
 			return err
 		}
-		ev.setStatus(p.code, p.reason, p.retryAfter)
+		ev.setStatus(p.code, p.reason.in(body), p.retryAfter)
 		return nil
 	}
-	if err := p.walk(msgObject, p.object); err != nil {
+	if err := p.walk(msgObject, p.object.in(body), p.object.start); err != nil {
 		return err
 	}
-	ev.setResumePoint(p.rv, p.eventsEnd)
+	ev.setResumePoint(p.rv.in(body), p.eventsEnd)
 	return nil
 }
 
-// walk reads the fields of message msg in b as its generated Unmarshal does,
-// recording those the scanner needs.
-func (p *protoScanner) walk(msg int, b []byte) error {
+// walk reads the fields of message msg in b, which is body[base:] up to
+// the message's end, as its generated Unmarshal does, recording those the
+// scanner needs as spans of the body.
+func (p *protoScanner) walk(msg int, b []byte, base int) error {
 	table := wireTypes[msg]
 	for i := 0; i < len(b); {
 		pre := i
-		wire, next, err := pbVarint(b, i)
-		if err != nil {
-			return err
+		var wire uint64
+		if c := b[i]; c < 0x80 {
+			wire, i = uint64(c), i+1 // every tag the scanner records: one byte
+		} else {
+			var err error
+			if wire, i, err = pbVarint(b, i); err != nil {
+				return err
+			}
 		}
-		i = next
 		num, typ := int32(wire>>3), protowire.Type(wire&7)
 		if typ == protowire.EndGroupType {
 			return errProtoEndGroup
@@ -168,6 +181,7 @@ func (p *protoScanner) walk(msg int, b []byte) error {
 			return errProtoTag
 		}
 		if int(num) >= len(table) || table[num] == 0 {
+			var err error
 			if i, err = skipField(b, pre, len(b)); err != nil {
 				return err
 			}
@@ -190,21 +204,31 @@ func (p *protoScanner) walk(msg int, b []byte) error {
 			}
 			continue
 		}
-		start, end, err := pbLength(b, i)
-		if err != nil {
-			return err
+		var start, end int
+		if i < len(b) && b[i] < 0x80 {
+			// A length under 128, the common case, inline.
+			start, end = i+1, i+1+int(b[i])
+			if end > len(b) {
+				return errProtoTruncated
+			}
+		} else {
+			var err error
+			if start, end, err = pbLength(b, i); err != nil {
+				return err
+			}
 		}
 		i = end
-		field := b[start:end]
+		field := pbSpan{base + start, base + end}
+		var err error
 		switch msg<<8 | int(num) {
 		case msgWatchEvent<<8 | 1:
 			p.typ = field
 		case msgWatchEvent<<8 | 2:
-			err = p.walk(msgRawExtension, field)
+			err = p.walk(msgRawExtension, b[start:end], field.start)
 		case msgRawExtension<<8 | 1:
 			p.raw = field
 		case msgUnknown<<8 | 1:
-			err = p.walk(msgTypeMeta, field)
+			err = p.walk(msgTypeMeta, b[start:end], field.start)
 		case msgUnknown<<8 | 2:
 			p.object = field
 		case msgTypeMeta<<8 | 1:
@@ -212,17 +236,17 @@ func (p *protoScanner) walk(msg int, b []byte) error {
 		case msgTypeMeta<<8 | 2:
 			p.kind = field
 		case msgObject<<8 | 1:
-			err = p.walk(msgObjectMeta, field)
+			err = p.walk(msgObjectMeta, b[start:end], field.start)
 		case msgObjectMeta<<8 | 6:
 			p.rv = field
 		case msgObjectMeta<<8 | 12:
 			err = p.annotation(b, start, end)
 		case msgStatus<<8 | 1:
-			err = p.walk(msgListMeta, field)
+			err = p.walk(msgListMeta, b[start:end], field.start)
 		case msgStatus<<8 | 4:
 			p.reason = field
 		case msgStatus<<8 | 5:
-			err = p.walk(msgStatusDetails, field)
+			err = p.walk(msgStatusDetails, b[start:end], field.start)
 		}
 		if err != nil {
 			return err

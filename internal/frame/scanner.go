@@ -104,8 +104,10 @@ func (s *Scanner) Next() (Frame, error) {
 	}
 	if s.lent.active {
 		if s.needMore {
-			// Not an end: the bytes stay held, and Next reads on after Return.
+			// Not an end: the bytes stay held, and Next reads on after Return,
+			// from where the scan stopped (positions are frame-relative).
 			s.needMore, s.err, s.trailing = false, nil, nil
+			s.json.resume = true
 			return Frame{}, ErrNeedMore
 		}
 		s.lent.delivered = s.lent.delivered || err == nil
