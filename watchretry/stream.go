@@ -89,6 +89,10 @@ type stream struct {
 	// the frame's end): the next Read hands it over as soon as it is read.
 	owesSeparator bool
 
+	// progressed is set once the tracker has been told of progress and
+	// the stream has reported nothing else to it since (see progress).
+	progressed bool
+
 	// skipInPlace counts reads left to take the buffered path after a
 	// frame did not fit in the caller's slice (see readInPlace).
 	skipInPlace int
@@ -235,6 +239,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
+			s.unprogressed()
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
 				s.closeBody()
@@ -294,6 +299,7 @@ func (s *stream) broke(err error, reason, cause string) {
 		s.finish(err)
 		return
 	}
+	s.unprogressed()
 	decision := s.tracker.Break()
 	if !decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
@@ -325,6 +331,7 @@ func (s *stream) resume() {
 			return
 		}
 	}
+	s.unprogressed()
 	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
 	// another one (see stream.onGone).
@@ -384,6 +391,7 @@ func (s *stream) resume() {
 // client-go's reflector spreads them; onGone reports false when the caller
 // ended the stream during the hold: the stream is then done.
 func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
+	s.unprogressed()
 	decision := s.tracker.Gone(expiry)
 	if decision.Retry {
 		s.closeBody()
@@ -480,6 +488,7 @@ func (s *stream) attach(body io.ReadCloser) {
 	case s.rt.cfg.StallTimeout > 0:
 		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
+	s.unprogressed() // the caller then tells the tracker it opened
 	if s.scanner == nil {
 		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
 		return
