@@ -66,7 +66,11 @@ type stream struct {
 
 	state   state
 	scanner *frame.Scanner
-	pending []byte // bytes of whole frames not yet read by the caller
+	// pending[sent:] are the bytes of whole frames not yet read by the
+	// caller. Read moves sent, not the slice: a pointer stored while the
+	// collector runs costs a write barrier (see hold).
+	pending []byte
+	sent    int
 	wait    time.Duration
 	err     error
 	point   *resumePoint
@@ -127,13 +131,13 @@ func (s *stream) Read(p []byte) (int, error) {
 	if s.isClosed() {
 		return 0, io.EOF
 	}
-	if s.owesSeparator && len(s.pending) == 0 && s.state == streaming {
+	if s.owesSeparator && !s.hasPending() && s.state == streaming {
 		s.owesSeparator = false
 		if sep := s.scanner.Separator(); len(sep) > 0 {
 			return copy(p, sep), nil
 		}
 	}
-	for len(s.pending) == 0 {
+	for !s.hasPending() {
 		switch s.state {
 		case done:
 			return 0, s.err
@@ -151,13 +155,23 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.step()
 		}
 	}
-	n := copy(p, s.pending)
-	if n == len(s.pending) {
-		s.pending = s.pending[:0] // the length alone: no pointer stored
-	} else {
-		s.pending = s.pending[n:]
-	}
+	n := copy(p, s.pending[s.sent:])
+	s.sent += n
 	return n, nil
+}
+
+// hold makes b the bytes Read hands the caller next.
+func (s *stream) hold(b []byte) { s.pending, s.sent = b, 0 }
+
+// hasPending reports whether held bytes remain for the caller.
+func (s *stream) hasPending() bool { return s.sent < len(s.pending) }
+
+// unheld drops what remains of the held bytes and returns how many there
+// were.
+func (s *stream) unheld() int {
+	n := len(s.pending) - s.sent
+	s.sent = len(s.pending)
+	return n
 }
 
 // Close ends the stream at once: a wait in progress, a resume in flight and
@@ -207,7 +221,7 @@ func (s *stream) readFrame() {
 func (s *stream) onScanError(err error) {
 	// Separators read after the last whole frame are the caller's, whatever
 	// the error; a torn frame's own bytes are not.
-	s.pending = s.scanner.Trailing()
+	s.hold(s.scanner.Trailing())
 	var invalid *frame.InvalidFrameError
 	switch {
 	case s.ended():
@@ -241,7 +255,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 	event := &f.Event
 	s.owesSeparator = false
 	if s.state == draining {
-		s.pending = f.Raw
+		s.hold(f.Raw)
 		return
 	}
 	if event.Type == frame.Error {
@@ -269,7 +283,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 				// MaxInternalErrorRetryDuration does. A clean end would
 				// make it re-watch into the same errors, window after
 				// window, its cache stale.
-				s.pending = f.Raw
+				s.hold(f.Raw)
 				s.state = draining
 				return
 			}
@@ -283,11 +297,11 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if event.Code == http.StatusGone && !s.onGone(s.inStreamExpiry(f), "ERROR event 410") {
 			return
 		}
-		s.pending = f.Raw
+		s.hold(f.Raw)
 		s.state = draining
 		return
 	}
-	s.pending = f.Raw
+	s.hold(f.Raw)
 	s.resumed = false
 	// A JSON frame whose newline has not arrived yet: the caller gets the
 	// newline on its next Read, not with the next frame.
@@ -384,7 +398,7 @@ func (s *stream) resume() {
 			s.finish(err)
 			return
 		}
-		s.pending = event
+		s.hold(event)
 		s.finish(io.EOF)
 	default:
 		// 401/403 (the auth layers above kretry act only on an answer they
