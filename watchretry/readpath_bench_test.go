@@ -1,6 +1,7 @@
 package watchretry_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -54,5 +55,31 @@ func BenchmarkReadPath(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
 		})
+	}
+}
+
+// BenchmarkDecodeHalves is BenchmarkDecodePair's two halves, each on its
+// own, for callgrind: instructions counted in decodeAll
+// (--toggle-collect='*decodeAll') give kretry/plain without the noise of a
+// shared machine, the collector's share aside.
+func BenchmarkDecodeHalves(b *testing.B) {
+	for _, ct := range encodings {
+		name := map[string]string{jsonStream: "json", protoStream: "protobuf"}[ct]
+		stream, events := benchEvents(b, ct, 1<<10, func(_, n int) bool { return n >= 2000 })
+		for _, half := range []string{"plain", "kretry"} {
+			b.Run(fmt.Sprintf("%s/1KiB/%s", name, half), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					var body io.ReadCloser = plainBody{bytes.NewReader(stream)}
+					if half == "kretry" {
+						body = resumingBody(b, ct, stream)
+					}
+					b.StartTimer()
+					decodeAll(b, clientGoDecoder(b, ct, body), events)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
+			})
+		}
 	}
 }
