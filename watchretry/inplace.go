@@ -43,19 +43,18 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 			s.onScanError(err)
 			// The separators after the last whole frame (Trailing) follow
 			// it in p: they are the caller's along with it.
-			n += len(s.pending)
-			s.pending = nil
+			n += s.unheld()
 			return n, n > 0
 		}
 		s.onFrame(&f)
-		if len(s.pending) == 0 {
+		if !s.hasPending() {
 			// Not delivered (an absorbed ERROR event): the stream breaks or
 			// ends here, and the frame's bytes, the last Return counts, are
 			// not the caller's.
 			held = len(f.Raw)
 			break
 		}
-		s.pending = nil // f.Raw is in p, right after the frames before it
+		s.unheld() // f.Raw is in p, right after the frames before it
 	}
 	n := s.scanner.Return() - held
 	if n == 0 && held == 0 {
@@ -67,8 +66,8 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 	return n, n > 0
 }
 
-// skipAfterMiss is how many reads take the buffered path after a frame did
-// not fit in the caller's slice.
+// skipAfterMiss is how many reads of at least minInPlace bytes take the
+// buffered path after a frame did not fit in the caller's slice.
 const skipAfterMiss = 64
 
 // endsWithSpace reports whether a JSON frame ends with the separator the

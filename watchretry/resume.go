@@ -105,11 +105,31 @@ func (p *resumePoint) observe(event *frame.Event) bool {
 		return false
 	}
 	p.initial = initialComplete
-	if p.known && bytes.Equal(p.rv, event.ResourceVersion) {
+	rv := event.ResourceVersion
+	if p.known && sameVersion(p.rv, rv) {
 		return false
 	}
-	p.rv, p.known = append(p.rv[:0], event.ResourceVersion...), true
+	if len(rv) <= cap(p.rv) {
+		p.rv = p.rv[:len(rv)] // the length alone: no pointer stored
+		copy(p.rv, rv)
+	} else {
+		p.rv = append(p.rv[:0], rv...)
+	}
+	p.known = true
 	return true
+}
+
+// sameVersion is bytes.Equal(a, b), first comparing the last bytes: the
+// resourceVersions of consecutive events have the same length and differ
+// there, so most calls end before the call to compare the rest.
+func sameVersion(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if n := len(a); n > 0 && a[n-1] != b[n-1] {
+		return false
+	}
+	return bytes.Equal(a, b)
 }
 
 // resumeRequest is the caller's request reopened at resourceVersion, with

@@ -66,7 +66,11 @@ type stream struct {
 
 	state   state
 	scanner *frame.Scanner
-	pending []byte // bytes of whole frames not yet read by the caller
+	// pending[sent:] are the bytes of whole frames not yet read by the
+	// caller. Read moves sent, not the slice: a pointer stored while the
+	// collector runs costs a write barrier (see hold).
+	pending []byte
+	sent    int
 	wait    time.Duration
 	err     error
 	point   *resumePoint
@@ -89,8 +93,13 @@ type stream struct {
 	// the frame's end): the next Read hands it over as soon as it is read.
 	owesSeparator bool
 
-	// skipInPlace counts reads left to take the buffered path after a
-	// frame did not fit in the caller's slice (see readInPlace).
+	// progressed is set once the tracker has been told of progress and
+	// the stream has reported nothing else to it since (see progress).
+	progressed bool
+
+	// skipInPlace counts reads of at least minInPlace bytes left to take
+	// the buffered path after a frame did not fit in the caller's slice
+	// (see readInPlace).
 	skipInPlace int
 }
 
@@ -122,24 +131,47 @@ func (s *stream) Read(p []byte) (int, error) {
 	if s.isClosed() {
 		return 0, io.EOF
 	}
-	if s.owesSeparator && len(s.pending) == 0 && s.state == streaming {
+	if s.owesSeparator && !s.hasPending() && s.state == streaming {
 		s.owesSeparator = false
 		if sep := s.scanner.Separator(); len(sep) > 0 {
 			return copy(p, sep), nil
 		}
 	}
-	for len(s.pending) == 0 {
-		if s.state == done {
+	for !s.hasPending() {
+		switch s.state {
+		case done:
 			return 0, s.err
+		case streaming, draining:
+			// A slice too small to scan in place (client-go's protobuf
+			// framer reads the 4-byte length first) takes the buffered
+			// path at once.
+			if len(p) >= minInPlace {
+				if n, ok := s.readInPlace(p); ok {
+					return n, nil
+				}
+			}
+			s.readFrame()
+		default:
+			s.step()
 		}
-		if n, ok := s.readInPlace(p); ok {
-			return n, nil
-		}
-		s.step()
 	}
-	n := copy(p, s.pending)
-	s.pending = s.pending[n:]
+	n := copy(p, s.pending[s.sent:])
+	s.sent += n
 	return n, nil
+}
+
+// hold makes b the bytes Read hands the caller next.
+func (s *stream) hold(b []byte) { s.pending, s.sent = b, 0 }
+
+// hasPending reports whether held bytes remain for the caller.
+func (s *stream) hasPending() bool { return s.sent < len(s.pending) }
+
+// unheld drops what remains of the held bytes and returns how many there
+// were.
+func (s *stream) unheld() int {
+	n := len(s.pending) - s.sent
+	s.sent = len(s.pending)
+	return n
 }
 
 // Close ends the stream at once: a wait in progress, a resume in flight and
@@ -189,7 +221,7 @@ func (s *stream) readFrame() {
 func (s *stream) onScanError(err error) {
 	// Separators read after the last whole frame are the caller's, whatever
 	// the error; a torn frame's own bytes are not.
-	s.pending = s.scanner.Trailing()
+	s.hold(s.scanner.Trailing())
 	var invalid *frame.InvalidFrameError
 	switch {
 	case s.ended():
@@ -223,7 +255,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 	event := &f.Event
 	s.owesSeparator = false
 	if s.state == draining {
-		s.pending = f.Raw
+		s.hold(f.Raw)
 		return
 	}
 	if event.Type == frame.Error {
@@ -235,6 +267,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
+			s.unprogressed()
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
 				s.closeBody()
@@ -250,7 +283,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 				// MaxInternalErrorRetryDuration does. A clean end would
 				// make it re-watch into the same errors, window after
 				// window, its cache stale.
-				s.pending = f.Raw
+				s.hold(f.Raw)
 				s.state = draining
 				return
 			}
@@ -264,11 +297,11 @@ func (s *stream) onFrame(f *frame.Frame) {
 		if event.Code == http.StatusGone && !s.onGone(s.inStreamExpiry(f), "ERROR event 410") {
 			return
 		}
-		s.pending = f.Raw
+		s.hold(f.Raw)
 		s.state = draining
 		return
 	}
-	s.pending = f.Raw
+	s.hold(f.Raw)
 	s.resumed = false
 	// A JSON frame whose newline has not arrived yet: the caller gets the
 	// newline on its next Read, not with the next frame.
@@ -294,6 +327,7 @@ func (s *stream) broke(err error, reason, cause string) {
 		s.finish(err)
 		return
 	}
+	s.unprogressed()
 	decision := s.tracker.Break()
 	if !decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
@@ -325,6 +359,7 @@ func (s *stream) resume() {
 			return
 		}
 	}
+	s.unprogressed()
 	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
 	// another one (see stream.onGone).
@@ -363,7 +398,7 @@ func (s *stream) resume() {
 			s.finish(err)
 			return
 		}
-		s.pending = event
+		s.hold(event)
 		s.finish(io.EOF)
 	default:
 		// 401/403 (the auth layers above kretry act only on an answer they
@@ -384,6 +419,7 @@ func (s *stream) resume() {
 // client-go's reflector spreads them; onGone reports false when the caller
 // ended the stream during the hold: the stream is then done.
 func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
+	s.unprogressed()
 	decision := s.tracker.Gone(expiry)
 	if decision.Retry {
 		s.closeBody()
@@ -480,6 +516,7 @@ func (s *stream) attach(body io.ReadCloser) {
 	case s.rt.cfg.StallTimeout > 0:
 		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
+	s.unprogressed() // the caller then tells the tracker it opened
 	if s.scanner == nil {
 		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
 		return
