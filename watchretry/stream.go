@@ -97,9 +97,8 @@ type stream struct {
 	// the stream has reported nothing else to it since (see progress).
 	progressed bool
 
-	// skipInPlace counts reads of at least minInPlace bytes left to take
-	// the buffered path after a frame did not fit in the caller's slice
-	// (see readInPlace).
+	// skipInPlace counts reads left to take the buffered path after a
+	// frame did not fit in the caller's slice (see readInPlace).
 	skipInPlace int
 }
 
@@ -138,22 +137,13 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 	}
 	for !s.hasPending() {
-		switch s.state {
-		case done:
+		if s.state == done {
 			return 0, s.err
-		case streaming, draining:
-			// A slice too small to scan in place (client-go's protobuf
-			// framer reads the 4-byte length first) takes the buffered
-			// path at once.
-			if len(p) >= minInPlace {
-				if n, ok := s.readInPlace(p); ok {
-					return n, nil
-				}
-			}
-			s.readFrame()
-		default:
-			s.step()
 		}
+		if n, ok := s.readInPlace(p); ok {
+			return n, nil
+		}
+		s.step()
 	}
 	n := copy(p, s.pending[s.sent:])
 	s.sent += n
