@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/semver"
 )
 
@@ -42,9 +43,11 @@ func bump(ws *workspace, version string) error {
 	}
 	// go.work replaces each required module at the required version: a requirement on a
 	// workspace module at a version no proxy serves yet is otherwise looked up, and fails.
-	for _, rep := range workReplaces(ws) { // a copy: dropping edits ws.work.Replace
-		if err := ws.work.DropReplace(rep.path, rep.version); err != nil {
-			return err
+	for _, rep := range append([]*modfile.Replace(nil), ws.work.Replace...) { // a copy: dropping edits the list
+		if ws.byPath[rep.Old.Path] != nil {
+			if err := ws.work.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
+				return err
+			}
 		}
 	}
 	for _, dir := range ws.dirs() {
@@ -64,18 +67,4 @@ func localPath(dir string) string {
 		return "./"
 	}
 	return "./" + filepath.ToSlash(dir)
-}
-
-// modfileReplace is one go.work replacement of a workspace module.
-type modfileReplace struct{ path, version string }
-
-// workReplaces are go.work's replacements of workspace modules.
-func workReplaces(ws *workspace) []*modfileReplace {
-	var reps []*modfileReplace
-	for _, r := range ws.work.Replace {
-		if ws.byPath[r.Old.Path] != nil {
-			reps = append(reps, &modfileReplace{r.Old.Path, r.Old.Version})
-		}
-	}
-	return reps
 }
