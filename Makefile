@@ -13,9 +13,11 @@ TOOLMODULES  := tools/release
 RELEASE      := cd tools/release && GOWORK=off $(GO) run .
 VERSION      ?= $(shell $(RELEASE) version)
 
-## test: vet, gofmt check, unit tests with -race, a rehearsed release, then the e2e suite
-## against a real kube-apiserver.
+## test: vet, gofmt check, unit tests with -race, a rehearsed release, the e2e suite against a
+## real kube-apiserver, then a soak of $(TESTSOAK) (make soak runs one of $(SOAK)).
+TESTSOAK ?= 2m
 test: vet fmtcheck unit release-check e2e
+	@$(MAKE) --no-print-directory soak SOAK=$(TESTSOAK)
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

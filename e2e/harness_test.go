@@ -235,11 +235,19 @@ func newClient(addr string, u apiserver.User, withKretry bool) *client {
 
 // newClientOf is newClient for a config of any cluster.
 func newClientOf(cfg *rest.Config, withKretry bool) *client {
-	c := &client{cfg: cfg, wire: &counter{}, caller: &counter{}, kretry: withKretry}
+	if !withKretry {
+		return newClientWith(cfg, nil)
+	}
+	return newClientWith(cfg, &transport.Config{})
+}
+
+// newClientWith is newClientOf with kretry configured by kcfg (nil: stock client-go).
+func newClientWith(cfg *rest.Config, kcfg *transport.Config) *client {
+	c := &client{cfg: cfg, wire: &counter{}, caller: &counter{}, kretry: kcfg != nil}
 	// Wrap order: the first wrapper is innermost (closest to TLS).
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.wire.next = rt; return c.wire })
-	if withKretry {
-		c.cfg.Wrap(transport.Wrapper(transport.Config{}))
+	if kcfg != nil {
+		c.cfg.Wrap(transport.Wrapper(*kcfg))
 	}
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.caller.next = rt; return c.caller })
 	return c

@@ -28,6 +28,7 @@ import (
 	"github.com/kretry/kretry/internal/harness/cmwriter"
 	"github.com/kretry/kretry/internal/harness/faultproxy"
 	"github.com/kretry/kretry/internal/report"
+	"github.com/kretry/kretry/transport"
 )
 
 // Knobs of TestSoak (make soak sets them).
@@ -122,11 +123,13 @@ func TestSoak(t *testing.T) {
 		for range soakWatchersPerNS {
 			cfg := ownConnections(cluster.ConfigFor(proxy.Addr(), apiserver.Admin))
 			withContentType(cfg, false) // the injector's ERROR events go into JSON streams
-			c := newClientOf(cfg, true)
+			giveUps := &giveUpLog{began: began}
+			c := newClientWith(cfg, &transport.Config{Observer: giveUps})
 			sw, err := startSoakWatcher(ctx, t, began, ns, c.kube().CoreV1().ConfigMaps(ns))
 			if err != nil {
 				t.Fatal(err)
 			}
+			sw.giveUps = giveUps
 			watchers = append(watchers, sw)
 		}
 	}
@@ -460,10 +463,11 @@ func (si *soakInformer) problems() []string {
 // only the replayed state. A watch that reaches its timeoutSeconds is renewed from its last
 // resourceVersion (the end asked for); any other end is a failure.
 type soakWatcher struct {
-	ns   string
-	cms  typedcorev1.ConfigMapInterface
-	stop chan struct{}
-	done chan struct{}
+	ns      string
+	giveUps *giveUpLog // what its transport handed over, named when it ends early
+	cms     typedcorev1.ConfigMapInterface
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu     sync.Mutex
 	replay *replayer
@@ -514,7 +518,8 @@ func (sw *soakWatcher) run(began time.Time, rv string) {
 		// than a second before it (DESIGN, the caller's deadline): an end within
 		// soakDeadlineSlack of timeoutSeconds is the end asked for.
 		if time.Since(opened) < time.Duration(soakWatchTimeout)*time.Second-soakDeadlineSlack {
-			sw.problem(fmt.Sprintf("ResultChan closed after %v, before its timeoutSeconds=%d", time.Since(opened).Round(time.Millisecond), soakWatchTimeout))
+			sw.problem(fmt.Sprintf("ResultChan closed after %v, before its timeoutSeconds=%d; kretry's give-ups: %s",
+				time.Since(opened).Round(time.Millisecond), soakWatchTimeout, sw.giveUps))
 			return
 		}
 		sw.mu.Lock()
@@ -564,4 +569,35 @@ func (sw *soakWatcher) stopAndWait() {
 		close(sw.stop)
 	}
 	<-sw.done
+}
+
+// giveUpLog is a transport.Observer that keeps the give-ups of one client's transport, so that
+// a raw watcher that ends early says why kretry stopped.
+type giveUpLog struct {
+	began time.Time
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *giveUpLog) ObserveAttempt(transport.AttemptEvent)      {}
+func (l *giveUpLog) ObserveRetry(transport.RetryEvent)          {}
+func (l *giveUpLog) ObserveBudgetRefusal(transport.BudgetEvent) {}
+
+func (l *giveUpLog) ObserveGiveUp(e transport.GiveUpEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("at %v: %s %s after %d attempts in %v",
+		time.Since(l.began).Round(time.Millisecond), e.Verb, e.Reason, e.Attempts, e.Elapsed.Round(time.Millisecond)))
+}
+
+func (l *giveUpLog) String() string {
+	if l == nil {
+		return "none"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return "none"
+	}
+	return strings.Join(l.lines, "; ")
 }

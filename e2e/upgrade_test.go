@@ -23,6 +23,7 @@ import (
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
 	"github.com/kretry/kretry/internal/harness/cmwriter"
+	"github.com/kretry/kretry/transport"
 )
 
 // upgradeProfile is one way a control plane's rolling upgrade meets its load balancer.
@@ -48,6 +49,7 @@ var upgradeProfiles = []upgradeProfile{
 const (
 	upgradeRunsEnv    = "KRETRY_UPGRADE_RUNS"    // runs per profile (default 1)
 	upgradeBalanceEnv = "KRETRY_UPGRADE_BALANCE" // HAProxy's balance: roundrobin (default) or leastconn
+	upgradeTraceEnv   = "KRETRY_UPGRADE_TRACE"   // set: log every attempt and retry of kretry's clients
 )
 
 // upgradeRounds is how many times each kube-apiserver is restarted.
@@ -202,7 +204,14 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 		for _, kind := range []string{"informer json", "informer protobuf", "raw watcher"} {
 			cfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
 			withContentType(cfg, kind == "informer protobuf")
-			uc := &upgradeClient{Name: name, Kind: kind, c: newClientOf(cfg, withKretry)}
+			var kcfg *transport.Config
+			if withKretry {
+				kcfg = &transport.Config{}
+				if os.Getenv(upgradeTraceEnv) != "" {
+					kcfg.Observer = &traceObserver{t: t, began: began, name: kind}
+				}
+			}
+			uc := &upgradeClient{Name: name, Kind: kind, c: newClientWith(cfg, kcfg)}
 			if kind == "raw watcher" {
 				uc.raw = startRawWatcher(t, began, uc.c.kube().CoreV1().ConfigMaps(ns), ls.resourceVersion, false)
 			} else {
@@ -478,4 +487,30 @@ func (rw *rawWatcher) closesSnapshot() []rawClose {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	return append([]rawClose(nil), rw.closes...)
+}
+
+// traceObserver logs every attempt and retry of one kretry client (KRETRY_UPGRADE_TRACE), the
+// timeline behind a figure.
+type traceObserver struct {
+	t     *testing.T
+	began time.Time
+	name  string
+}
+
+func (o *traceObserver) at() time.Duration { return time.Since(o.began).Round(time.Millisecond) }
+
+func (o *traceObserver) ObserveAttempt(e transport.AttemptEvent) {
+	o.t.Logf("trace %v %s: attempt %s %s %d", o.at(), o.name, e.Verb, e.Outcome, e.Code)
+}
+
+func (o *traceObserver) ObserveRetry(e transport.RetryEvent) {
+	o.t.Logf("trace %v %s: retry %s %s code %d wait %v resume %v", o.at(), o.name, e.Verb, e.Reason, e.Code, e.Wait.Round(time.Millisecond), e.Resume)
+}
+
+func (o *traceObserver) ObserveGiveUp(e transport.GiveUpEvent) {
+	o.t.Logf("trace %v %s: give-up %s %s after %d attempts", o.at(), o.name, e.Verb, e.Reason, e.Attempts)
+}
+
+func (o *traceObserver) ObserveBudgetRefusal(e transport.BudgetEvent) {
+	o.t.Logf("trace %v %s: budget refused %s %s", o.at(), o.name, e.Verb, e.Reason)
 }
