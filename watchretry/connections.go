@@ -36,7 +36,7 @@ type marks struct {
 // for a new connection (req.Close), and remembers that conn was asked to
 // retire. A nil conn (a transport below that reports none) always asks.
 func (m *marks) mark(conn net.Conn) bool {
-	if conn == nil || !reflect.TypeOf(conn).Comparable() {
+	if connKey(conn) == nil {
 		return true
 	}
 	m.mu.Lock()
@@ -51,4 +51,13 @@ func (m *marks) mark(conn net.Conn) bool {
 	}
 	m.marked = append(m.marked, conn)
 	return true
+}
+
+// connKey is conn as a comparable identity, or nil when there is none (no
+// connection reported, or one whose type cannot be compared).
+func connKey(conn net.Conn) any {
+	if conn == nil || !reflect.TypeOf(conn).Comparable() {
+		return nil
+	}
+	return conn
 }

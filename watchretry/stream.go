@@ -410,12 +410,15 @@ func (s *stream) resume() {
 // ended the stream during the hold: the stream is then done.
 func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
 	s.unprogressed()
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if expiry.Resume {
+		expiry.Connection = connKey(conn)
+	}
 	decision := s.tracker.Gone(expiry)
 	if decision.Retry {
 		s.closeBody()
-		s.mu.Lock()
-		conn := s.conn
-		s.mu.Unlock()
 		s.newConnection = s.rt.conns.mark(conn)
 		s.retried(policy.ReasonExpiredResume, http.StatusGone, cause, 0)
 		s.state = resuming

@@ -17,6 +17,13 @@ type Expiry struct {
 	// it holds (the S of "too old resource version: X (S)", see
 	// OldestInCache); "" when the message is not the watch cache's.
 	Oldest string
+	// Connection identifies the connection the 410 came over (a comparable
+	// value, such as the net.Conn); nil when unknown. A 410 over the
+	// connection the run's previous one came over answered a retry that
+	// asked for a new connection and rode the old one: golang.org/x/net/http2
+	// picks a connection before it looks at Connection: close, so that
+	// retry only retired it.
+	Connection any
 }
 
 // GoneDecision is what to do with a 410.
@@ -30,24 +37,39 @@ type GoneDecision struct {
 	Hold time.Duration
 }
 
-// Bounds of the retries of 410s that answer resumes: a prototype of them,
-// behind HAProxy at a cloud load balancer's pace (round robin, two
-// apiservers restarted in turn, 4 runs), kept every informer at one
-// initial-state fetch and the raw watcher free of 410s in 3 runs of 4, for
-// 10-16 extra watch requests a run (each an immediate 410 from a watch
-// cache). A real compaction's 410 is handed over at most expiredRetryBound
-// late.
+// Bounds of the retries of 410s that answer resumes. A real compaction's
+// 410 is handed over at most expiredRetryBound late, after at most
+// maxExpiredRetries new connections (and as many rides of the old ones,
+// each an immediate 410 from a watch cache). Only a resume that reached an
+// apiserver within expiredRetryBound of the lost connection is retried: an
+// apiserver restarting behind a balancer is one of several, and the resume
+// reaches another one, or the restarted one straight after its start, in
+// the second or so a balancer takes to try a backend that is gone (1.2 s
+// measured behind HAProxy). A client that met refused or failing reopens
+// for longer was cut off from every apiserver it can reach: one restarted
+// alone, or a control plane down, after which every watch cache starts past
+// its resume point and retries would only add a request per client to the
+// herd that relists (`make fleet`).
 const (
 	maxExpiredRetries = 3
 	expiredRetryBound = 3 * time.Second
 )
 
+// maxGoneHold caps the hold of a 410 (see Gone). The hold spreads a fleet's
+// relists over the span its reopens were already spread over; drawn from
+// the whole step after a long outage (a step of 12.8 s after 10 s refused),
+// it only delayed the last cache to be current (docs/fleet-model.py: 50 s
+// after a 10 s restart against stock client-go's 37.5 s, 36 s with the cap,
+// the peak unchanged).
+const maxGoneHold = 8 * time.Second
+
 // expiredRun is the history of the 410s that answered resumes since the
 // last progress.
 type expiredRun struct {
 	first   time.Time // the first such 410; zero when none
-	retries int
-	oldest  string // the first one's Oldest
+	retries int       // the retries that reached a new connection
+	oldest  string    // the first one's Oldest
+	conn    any       // the last one's Connection
 }
 
 // Gone decides what to do with a 410 that ended a watch stream or answered
@@ -59,18 +81,22 @@ type expiredRun struct {
 // stream is handed over at once).
 //
 // A 410 that answered a resume after a lost connection (e.Resume) with the
-// watch cache's message is retried at once on a new connection, up to
-// maxExpiredRetries times within expiredRetryBound of the first, under the
-// retry budget and the caller's deadline, as long as the watch cache it
-// reaches names the same oldest resourceVersion (the same fresh apiserver
-// again): a different one means a second apiserver lacks the resume point
-// too, an expiry everywhere, and a message that is not the watch cache's
-// (etcd's own compaction) is authoritative. Progress starts the count over.
+// watch cache's message, the resume having reached an apiserver within
+// expiredRetryBound of the loss, is retried at once on a new connection, on
+// up to maxExpiredRetries new connections within expiredRetryBound of the
+// first 410 (a retry that rode the previous 410's connection, see
+// Expiry.Connection, is not counted), under the retry budget and the caller's deadline, as long as
+// the watch cache it reaches names the same oldest resourceVersion (the
+// same fresh apiserver again): a different one means a second apiserver
+// lacks the resume point too, an expiry everywhere, and a message that is
+// not the watch cache's (etcd's own compaction) is authoritative. Progress
+// starts the count over.
 //
-// Any other 410 is held for a draw from [0, step), step being the backoff
-// the current run reached: zero when the run did not grow it (a resume
-// straight after a cut, the usual way to learn of a compaction), and when
-// the hold would run into the caller's deadline. Why hold at all:
+// Any other 410 is held for a draw from [0, min(step, maxGoneHold)), step
+// being the backoff the current run reached: zero when the run did not grow
+// it (a resume straight after a cut, the usual way to learn of a
+// compaction), and when the hold would run into the caller's deadline. Why
+// hold at all:
 // client-go's reflector waits one step of its own backoff before it
 // relists, a step grown by every failed re-watch it saw. Behind kretry it
 // saw none (kretry absorbed them), so it would relist at once, and a fleet
@@ -90,7 +116,7 @@ func (t *Tracker) Gone(e Expiry) GoneDecision {
 	if step <= cfg.InitialBackoff {
 		return GoneDecision{}
 	}
-	hold := time.Duration(cfg.Rand() * float64(step))
+	hold := time.Duration(cfg.Rand() * float64(min(step, maxGoneHold)))
 	if t.pastDeadline(hold) {
 		return GoneDecision{}
 	}
@@ -101,9 +127,11 @@ func (t *Tracker) Gone(e Expiry) GoneDecision {
 // counts the retry.
 func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	run := &t.expired
+	counted := e.Connection == nil || e.Connection != run.conn
 	switch {
 	case !e.Resume, e.Oldest == "",
-		run.retries >= maxExpiredRetries,
+		run.first.IsZero() && now.Sub(t.lostAt) >= expiredRetryBound,
+		counted && run.retries >= maxExpiredRetries,
 		!run.first.IsZero() && now.Sub(run.first) >= expiredRetryBound,
 		run.oldest != "" && run.oldest != e.Oldest,
 		t.pastDeadline(0):
@@ -115,7 +143,10 @@ func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	if run.first.IsZero() {
 		run.first, run.oldest = now, e.Oldest
 	}
-	run.retries++
+	if counted {
+		run.retries++
+	}
+	run.conn = e.Connection
 	return true
 }
 

@@ -26,6 +26,8 @@ func TestGone(t *testing.T) {
 		{"two breaks: the step reached is 1.6s", 2, false, 0, 0, 0.5, 0, 800 * time.Millisecond},
 		{"four breaks: 6.4s, the lowest draw", 4, false, 0, 0, 0, 0, 0},
 		{"four breaks: 6.4s, the highest draw", 4, false, 0, 0, 0.999, 0, 6393600 * time.Microsecond},
+		// Fails before: the hold was drawn from the whole 12.8s step.
+		{"five breaks: 12.8s, the highest draw capped at 8s", 5, false, 0, 0, 0.999, 0, 7992 * time.Millisecond},
 		{"progress since: a new run, at once", 4, true, 0, 0, 0.5, 0, 0},
 		{"a hold that would end past the deadline: at once", 4, false, 0, 0, 0.5, 4 * time.Second, 0},
 		{"a hold that ends before the deadline", 4, false, 0, 0, 0.5, 5 * time.Second, 3200 * time.Millisecond},
@@ -60,11 +62,14 @@ func TestGone(t *testing.T) {
 }
 
 // TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
-// a lost connection is retried on a new connection: up to three times within
-// 3 s of the first, while the watch cache names the same oldest
+// a lost connection is retried on a new connection: when the resume reached
+// an apiserver within 3 s of the loss, on up to three new connections within
+// 3 s of the first 410, while the watch cache names the same oldest
 // resourceVersion, under the budget and the deadline; progress starts over.
+// Every case begins with the stream's break (the lost connection).
 func TestGoneRetriesExpiredResumes(t *testing.T) {
 	fresh := policy.Expiry{Resume: true, Oldest: "500"}
+	over := func(conn string) policy.Expiry { return policy.Expiry{Resume: true, Oldest: "500", Connection: conn} }
 	tests := []struct {
 		name    string
 		budget  policy.BudgetConfig
@@ -74,7 +79,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		gones []policy.Expiry
 		waits []time.Duration
 		want  []bool
-		// progressAt, if positive, is the 410 before which an event arrives.
+		// progressAt, if positive, is the 410 before which an event
+		// arrives and the stream breaks again.
 		progressAt int
 	}{
 		{name: "the same fresh apiserver: three retries, then the 410",
@@ -87,6 +93,19 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: []policy.Expiry{{Oldest: "500"}}, want: []bool{false}},
 		{name: "3s after the first: the bound",
 			gones: []policy.Expiry{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
+		// Fails before: every 410 counted, so a watch whose retries rode
+		// the old connection every other time reached two new ones.
+		{name: "a retry that rode the old connection is not counted: three new connections",
+			gones: []policy.Expiry{over("c1"), over("c1"), over("c2"), over("c2"), over("c3"), over("c3"), over("c4")},
+			want:  []bool{true, true, true, true, true, true, false}},
+		{name: "no connection reported: every 410 counts",
+			gones: []policy.Expiry{fresh, fresh, fresh, fresh}, want: []bool{true, true, true, false}},
+		// Fails before: a resume refused for 10 s (one apiserver restarted,
+		// or all of them) was retried three more times at its 410.
+		{name: "the resume reached an apiserver 3s after the loss: at once",
+			gones: []policy.Expiry{fresh}, waits: []time.Duration{3 * time.Second}, want: []bool{false}},
+		{name: "the resume reached an apiserver within 3s of the loss: retried",
+			gones: []policy.Expiry{fresh}, waits: []time.Duration{2900 * time.Millisecond}, want: []bool{true}},
 		{name: "progress starts the count over",
 			gones: []policy.Expiry{fresh, fresh, fresh, fresh, fresh}, progressAt: 4, want: []bool{true, true, true, false, true}},
 		{name: "the budget refuses: at once",
@@ -102,12 +121,14 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(tracker)
 			}
+			tracker.Break()
 			for i, gone := range tt.gones {
 				if i < len(tt.waits) {
 					clock.Advance(tt.waits[i])
 				}
 				if tt.progressAt > 0 && i == tt.progressAt {
 					tracker.Progress()
+					tracker.Break()
 				}
 				if got := tracker.Gone(gone).Retry; got != tt.want[i] {
 					t.Errorf("410 #%d: retried %v, want %v", i, got, tt.want[i])

@@ -95,6 +95,9 @@ type Tracker struct {
 	progressed bool
 	// expired is the run of 410s that answered resumes (see Gone).
 	expired expiredRun
+	// lostAt is when the stream last broke (see Break): how long a resume
+	// took to reach a server decides whether its 410 is retried (Gone).
+	lostAt time.Time
 }
 
 // Decide returns what to do after an attempt ended with o. It is the one
@@ -201,6 +204,7 @@ func (t *Tracker) decide(o Outcome) Decision {
 func (t *Tracker) Break() Decision {
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
+	t.lostAt = now
 	if t.progressed {
 		t.progressed = false
 		return t.beforeDeadline(Decision{Retry: true})
