@@ -84,7 +84,7 @@ func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
 // TestExpiredEverywhereIsOne410 is the shape of a client looping on "too old
 // resource version" after an HA restart: the resume point is older than
 // every apiserver's cache. kretry delivers exactly one 410, after at most
-// three retries within 3 s, and the watch ends: no loop. A second apiserver
+// six retries within 3 s, and the watch ends: no loop. A second apiserver
 // naming another oldest resourceVersion ends the retries at once.
 func TestExpiredEverywhereIsOne410(t *testing.T) {
 	tests := []struct {
@@ -92,7 +92,7 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 		oldest   func(n int) string // the oldest resourceVersion named by the n-th resume's 410
 		requests int
 	}{
-		{"the same cache each time: three retries", func(int) string { return "500" }, 5},
+		{"the same cache each time: six retries", func(int) string { return "500" }, 8},
 		{"two apiservers, each its own cache: one retry", func(n int) string { return []string{"500", "480"}[n%2] }, 3},
 	}
 	for _, tt := range tests {

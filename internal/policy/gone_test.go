@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestGone(t *testing.T) {
 
 // TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
 // a lost connection is retried on a new connection: when the resume reached
-// an apiserver within 3 s of the loss, on up to three new connections within
+// an apiserver within 3 s of the loss, on up to six new connections within
 // 3 s of the first 410, while the watch cache names the same oldest
 // resourceVersion, under the budget and the deadline; progress starts over.
 // Every case begins with the stream's break (the lost connection).
@@ -83,8 +84,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// arrives and the stream breaks again.
 		progressAt int
 	}{
-		{name: "the same fresh apiserver: three retries, then the 410",
-			gones: []policy.Expiry{fresh, fresh, fresh, fresh}, want: []bool{true, true, true, false}},
+		{name: "the same fresh apiserver: six retries, then the 410",
+			gones: repeatExpiry(fresh, 7), want: []bool{true, true, true, true, true, true, false}},
 		{name: "another apiserver names another oldest: expired everywhere",
 			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, want: []bool{true, false}},
 		{name: "not the watch cache's message (etcd compacted): at once",
@@ -95,11 +96,10 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: []policy.Expiry{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
 		// Fails before: every 410 counted, so a watch whose retries rode
 		// the old connection every other time reached two new ones.
-		{name: "a retry that rode the old connection is not counted: three new connections",
-			gones: []policy.Expiry{over("c1"), over("c1"), over("c2"), over("c2"), over("c3"), over("c3"), over("c4")},
-			want:  []bool{true, true, true, true, true, true, false}},
-		{name: "no connection reported: every 410 counts",
-			gones: []policy.Expiry{fresh, fresh, fresh, fresh}, want: []bool{true, true, true, false}},
+		{name: "a retry that rode the old connection is not counted: six new connections",
+			gones: []policy.Expiry{over("c1"), over("c1"), over("c2"), over("c2"), over("c3"), over("c3"), over("c4"),
+				over("c4"), over("c5"), over("c5"), over("c6"), over("c6"), over("c7")},
+			want: append(slices.Repeat([]bool{true}, 12), false)},
 		// Fails before: a resume refused for 10 s (one apiserver restarted,
 		// or all of them) was retried three more times at its 410.
 		{name: "the resume reached an apiserver 3s after the loss: at once",
@@ -107,7 +107,7 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		{name: "the resume reached an apiserver within 3s of the loss: retried",
 			gones: []policy.Expiry{fresh}, waits: []time.Duration{2900 * time.Millisecond}, want: []bool{true}},
 		{name: "progress starts the count over",
-			gones: []policy.Expiry{fresh, fresh, fresh, fresh, fresh}, progressAt: 4, want: []bool{true, true, true, false, true}},
+			gones: repeatExpiry(fresh, 8), progressAt: 7, want: []bool{true, true, true, true, true, true, false, true}},
 		{name: "the budget refuses: at once",
 			budget: policy.BudgetConfig{MinPerSecond: 0.01},
 			gones:  []policy.Expiry{fresh}, want: []bool{false}},
@@ -137,6 +137,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		})
 	}
 }
+
+func repeatExpiry(e policy.Expiry, n int) []policy.Expiry { return slices.Repeat([]policy.Expiry{e}, n) }
 
 func TestOldestInCache(t *testing.T) {
 	for message, want := range map[string]string{
