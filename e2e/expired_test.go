@@ -1,0 +1,234 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/internal/harness/cmwriter"
+	"github.com/kretry/kretry/transport"
+)
+
+// TestExpiredEverywhereIsOne410 is the shape of a client looping on "too old resource version"
+// after an HA control plane's restart: a resume point older than every kube-apiserver's watch
+// cache. Two kube-apiservers behind HAProxy; through kretry, a raw watcher that re-watches from
+// its last resourceVersion whenever its channel closes without a 410 (a loop, were kretry to end
+// the watch cleanly on such a 410) and an informer. Both kube-apiservers are stopped, etcd's
+// revision moves on and is compacted past the watchers' resume points, and both start again, so
+// every watch cache starts after them. kretry hands the raw watcher exactly one ERROR 410 and the
+// watch ends (no re-watch, no second 410); the informer relists once and is current; kretry sends
+// no retry of the 410 (its resumes met refused connections for seconds: nothing reachable held
+// the resume point) and none after it.
+func TestExpiredEverywhereIsOne410(t *testing.T) {
+	closeSharedCluster(t) // one cluster at a time on the machine
+	ctx := context.Background()
+	c := apiserver.StartT(t, apiserver.Options{
+		Servers:      []apiserver.ServerOptions{{ExtraFlags: apiserver.RBACFlags}, {ExtraFlags: apiserver.RBACFlags}},
+		ReadyTimeout: 120 * time.Second,
+	})
+	var backends []string
+	for _, s := range c.Servers() {
+		backends = append(backends, s.Addr())
+	}
+	const inter = 500 * time.Millisecond
+	lb, err := apiserver.StartHAProxy(ctx, apiserver.HAProxyOptions{Servers: backends, Inter: inter, Fall: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lb.Close(); err != nil {
+			t.Errorf("haproxy: close: %v", err)
+		}
+	})
+	time.Sleep(3 * inter) // both backends up at the balancer
+
+	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
+	ns := "expired-everywhere"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := admin.CoreV1().ConfigMaps(ns)
+	for i := range 5 {
+		if _, err := cms.Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := listStart(ctx, cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	retries := &retryLog{}
+	kcfg := &transport.Config{Observer: retries}
+	began := time.Now()
+	rawClient := newClientWith(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)), kcfg)
+	raw := startRawWatcher(t, began, rawClient.kube().CoreV1().ConfigMaps(ns), ls.resourceVersion, true)
+	infClient := newClientWith(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)), kcfg)
+	inf := startInformer(t, infClient, ns)
+
+	// Changes both watchers see, so that their resume points are past the LIST's.
+	for i := range 5 {
+		cm := cmwriter.ConfigMap(fmt.Sprintf("change-%d", i), 0)
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := func(ctx context.Context) (state, error) {
+		l, err := cms.List(ctx, metav1.ListOptions{}) // consistent read
+		if err != nil {
+			return nil, err
+		}
+		s := state{}
+		for _, cm := range l.Items {
+			s[cm.Name] = cm.ResourceVersion
+		}
+		return s, nil
+	}
+	if _, err := convergeTo(ctx, inf, current, 30*time.Second); err != nil {
+		t.Fatalf("informer before the restart: %v", err)
+	}
+	waitFor(t, 30*time.Second, "the raw watcher to see the changes", func() bool { return len(raw.snapshot()) >= 5 })
+	resumePoint := raw.snapshot()[len(raw.snapshot())-1].RV
+
+	// Both kube-apiservers down; etcd moves on and forgets the resume points; both back.
+	retries.mark()
+	var wg sync.WaitGroup
+	for _, s := range c.Servers() {
+		wg.Go(func() {
+			if err := s.Stop(); err != nil {
+				t.Errorf("stop apiserver-%d: %v", s.Index(), err)
+			}
+		})
+	}
+	wg.Wait()
+	rev, err := c.PutEtcd(ctx, "/kretry-e2e/moved-on", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CompactEtcd(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(rev) <= resumePoint {
+		t.Fatalf("etcd at revision %d, not past the resume point %d", rev, resumePoint)
+	}
+	for _, s := range c.Servers() {
+		wg.Go(func() {
+			if err := s.Start(ctx); err != nil {
+				t.Errorf("start apiserver-%d: %v", s.Index(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// One write after the restart, once the balancer has a backend back: the informer must be
+	// current with it.
+	waitFor(t, 30*time.Second, "a write through the balancer", func() bool {
+		_, err := cms.Create(ctx, cmwriter.ConfigMap("after", 0), metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err)
+	})
+	if _, err := convergeTo(ctx, inf, current, 60*time.Second); err != nil {
+		t.Errorf("informer after the restart: %v", err)
+	}
+	waitFor(t, 60*time.Second, "the raw watcher's 410", func() bool {
+		return len(gones(raw.snapshot())) > 0
+	})
+	// Long enough for a loop to show: kretry's hold and retry bounds are seconds.
+	time.Sleep(15 * time.Second)
+
+	events := raw.snapshot()
+	raw.mu.Lock()
+	closes, watchErrs := append([]rawClose(nil), raw.closes...), append([]string(nil), raw.watchErrs...)
+	raw.mu.Unlock()
+	g := gones(events)
+	if len(g) != 1 {
+		t.Errorf("raw watcher: %d ERROR 410 events, want exactly 1: %v", len(g), g)
+	} else if last := events[len(events)-1]; !last.Gone {
+		t.Errorf("raw watcher: events after its 410: last %+v", last)
+	}
+	if len(closes) != 1 || len(watchErrs) != 0 {
+		t.Errorf("raw watcher: channel closed %d times, Watch failed %v; want one close, after the 410, and no re-watch", len(closes), watchErrs)
+	}
+	if n := infClient.caller.snapshot().InitialFetches(); n != 2 {
+		t.Errorf("informer: %d initial-state fetches, want 2 (one relist for the 410)", n)
+	}
+	expiredRetries, total := retries.since()
+	if expiredRetries != 0 {
+		t.Errorf("kretry retried the 410 %d times, want none: its resumes were refused for seconds", expiredRetries)
+	}
+	msg := "none"
+	if len(g) == 1 {
+		msg = g[0].Err
+	}
+	t.Logf("expired everywhere: resume point %d, etcd compacted at %d; raw watcher: %d ERROR 410 (%s), %d close; informer: %d initial-state fetches; kretry from the stop on: %d retries and resumes, %d of them of a 410",
+		resumePoint, rev, len(g), msg, len(closes), infClient.caller.snapshot().InitialFetches(), total, expiredRetries)
+}
+
+// gones returns the ERROR 410 events of events.
+func gones(events []rawEvent) []rawEvent {
+	var out []rawEvent
+	for _, e := range events {
+		if e.Gone {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 100 ms for up to d, and fails the test naming what it waited for.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+	}
+}
+
+// retryLog is a transport.Observer counting kretry's retries and resumes from a mark on, and
+// among them those of a 410 (transport.ReasonExpiredResume).
+type retryLog struct {
+	mu             sync.Mutex
+	marked         bool
+	total, expired int
+}
+
+func (l *retryLog) mark() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marked = true
+}
+
+func (l *retryLog) since() (expired, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expired, l.total
+}
+
+func (l *retryLog) ObserveAttempt(transport.AttemptEvent)      {}
+func (l *retryLog) ObserveGiveUp(transport.GiveUpEvent)        {}
+func (l *retryLog) ObserveBudgetRefusal(transport.BudgetEvent) {}
+
+func (l *retryLog) ObserveRetry(e transport.RetryEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.marked {
+		return
+	}
+	l.total++
+	if e.Reason == transport.ReasonExpiredResume {
+		l.expired++
+	}
+}
