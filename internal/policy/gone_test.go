@@ -138,7 +138,9 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 	}
 }
 
-func repeatExpiry(e policy.Expiry, n int) []policy.Expiry { return slices.Repeat([]policy.Expiry{e}, n) }
+func repeatExpiry(e policy.Expiry, n int) []policy.Expiry {
+	return slices.Repeat([]policy.Expiry{e}, n)
+}
 
 func TestOldestInCache(t *testing.T) {
 	for message, want := range map[string]string{
