@@ -77,6 +77,9 @@ type protoScanner struct {
 	code       int32
 	reason     pbSpan
 	retryAfter int32
+	// bookmark is set while a BOOKMARK's object is walked: only there do
+	// the annotations matter (initial-events-end).
+	bookmark bool
 }
 
 // pbSpan is body[start:end] of the frame being walked.
@@ -150,6 +153,7 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 		ev.setStatus(p.code, p.reason.in(body), p.retryAfter)
 		return nil
 	}
+	p.bookmark = typ == Bookmark
 	if err := p.walk(msgObject, p.object.in(body), p.object.start); err != nil {
 		return err
 	}
@@ -157,102 +161,204 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	return nil
 }
 
+// pbAction is what walk does with a field whose tag is one byte (field
+// numbers 1-15), the form of nearly every field it meets: a
+// length-delimited one is read by its length alone, without the general
+// path (field) and its table lookups.
+type pbAction uint8
+
+const (
+	// pbGeneral: anything else (a field number the message reads as a
+	// varint, field 0, another wire type): field decides, as the generated
+	// code would.
+	pbGeneral pbAction = iota
+	// pbSkip: a length-delimited field the scanner does not need (unknown
+	// to the message, or known and of no interest): skipped by its length.
+	pbSkip
+	pbKeepType
+	pbKeepRaw
+	pbKeepAPIVersion
+	pbKeepKind
+	pbKeepObject
+	pbKeepResourceVersion
+	pbRawExtension
+	pbTypeMeta
+	pbObjectMeta
+	pbAnnotation
+)
+
+// oneByteTags gives, for each message the scanner walks on every event,
+// the action for each one-byte tag. It must agree with wireTypes and
+// field: an action other than pbGeneral only where field would read a
+// length and do the same.
+var oneByteTags = [msgCount][0x80]pbAction{
+	msgWatchEvent:   bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
+	msgRawExtension: bytesFields(map[int]pbAction{1: pbKeepRaw}),
+	msgUnknown:      bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
+	msgTypeMeta:     bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
+	msgObject:       bytesFields(map[int]pbAction{1: pbObjectMeta}),
+	msgObjectMeta:   bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}),
+	// Status and the messages in it (ERROR events only) all go through
+	// field.
+}
+
+// bytesFields is a row of oneByteTags: the length-delimited fields 1-15
+// as given, the others skipped; every other tag general.
+func bytesFields(actions map[int]pbAction) [0x80]pbAction {
+	var row [0x80]pbAction
+	for num := 1; num < 16; num++ {
+		action, ok := actions[num]
+		if !ok {
+			action = pbSkip
+		}
+		row[num<<3|int(protowire.BytesType)] = action
+	}
+	return row
+}
+
 // walk reads the fields of message msg in b, which is body[base:] up to
 // the message's end, as its generated Unmarshal does, recording those the
-// scanner needs as spans of the body.
+// scanner needs as spans of the body. Nearly every field it meets has a
+// one-byte tag and a length under 16 KiB: those it reads inline, as the
+// message's row of oneByteTags says; field takes the rest.
 func (p *protoScanner) walk(msg int, b []byte, base int) error {
-	table := wireTypes[msg]
+	tags := &oneByteTags[msg]
 	for i := 0; i < len(b); {
-		pre := i
-		var wire uint64
-		if c := b[i]; c < 0x80 {
-			wire, i = uint64(c), i+1 // every tag the scanner records: one byte
-		} else {
+		c := b[i]
+		action := tags[c&0x7f]
+		if c >= 0x80 || action == pbGeneral || i+1 >= len(b) {
 			var err error
-			if wire, i, err = pbVarint(b, i); err != nil {
-				return err
-			}
-		}
-		num, typ := int32(wire>>3), protowire.Type(wire&7)
-		if typ == protowire.EndGroupType {
-			return errProtoEndGroup
-		}
-		if num <= 0 {
-			return errProtoTag
-		}
-		if int(num) >= len(table) || table[num] == 0 {
-			var err error
-			if i, err = skipField(b, pre, len(b)); err != nil {
+			if i, err = p.field(msg, b, i, base); err != nil {
 				return err
 			}
 			continue
 		}
-		if int8(typ)+1 != table[num] {
-			return errProtoWireType
+		// A length of one byte, or two.
+		start, n := i+2, int(b[i+1])
+		if n >= 0x80 {
+			if i+2 >= len(b) || b[i+2] >= 0x80 {
+				var err error
+				if i, err = p.field(msg, b, i, base); err != nil {
+					return err
+				}
+				continue
+			}
+			start, n = i+3, n&0x7f|int(b[i+2])<<7
 		}
-		if typ == protowire.VarintType {
-			v, next, err := pbVarint(b, i)
-			if err != nil {
-				return err
-			}
-			i = next
-			switch {
-			case msg == msgStatus && num == 6:
-				p.code = int32(v)
-			case msg == msgStatusDetails && num == 5:
-				p.retryAfter = int32(v)
-			}
-			continue
-		}
-		var start, end int
-		if i < len(b) && b[i] < 0x80 {
-			// A length under 128, the common case, inline.
-			start, end = i+1, i+1+int(b[i])
-			if end > len(b) {
-				return errProtoTruncated
-			}
-		} else {
-			var err error
-			if start, end, err = pbLength(b, i); err != nil {
-				return err
-			}
+		end := start + n
+		if end > len(b) {
+			return errProtoTruncated
 		}
 		i = end
+		if action == pbSkip {
+			continue
+		}
 		field := pbSpan{base + start, base + end}
 		var err error
-		switch msg<<8 | int(num) {
-		case msgWatchEvent<<8 | 1:
+		switch action {
+		case pbKeepType:
 			p.typ = field
-		case msgWatchEvent<<8 | 2:
-			err = p.walk(msgRawExtension, b[start:end], field.start)
-		case msgRawExtension<<8 | 1:
+		case pbKeepRaw:
 			p.raw = field
-		case msgUnknown<<8 | 1:
-			err = p.walk(msgTypeMeta, b[start:end], field.start)
-		case msgUnknown<<8 | 2:
-			p.object = field
-		case msgTypeMeta<<8 | 1:
+		case pbKeepAPIVersion:
 			p.apiVersion = field
-		case msgTypeMeta<<8 | 2:
+		case pbKeepKind:
 			p.kind = field
-		case msgObject<<8 | 1:
-			err = p.walk(msgObjectMeta, b[start:end], field.start)
-		case msgObjectMeta<<8 | 6:
+		case pbKeepObject:
+			p.object = field
+		case pbKeepResourceVersion:
 			p.rv = field
-		case msgObjectMeta<<8 | 12:
-			err = p.annotation(b, start, end)
-		case msgStatus<<8 | 1:
-			err = p.walk(msgListMeta, b[start:end], field.start)
-		case msgStatus<<8 | 4:
-			p.reason = field
-		case msgStatus<<8 | 5:
-			err = p.walk(msgStatusDetails, b[start:end], field.start)
+		case pbRawExtension:
+			err = p.walk(msgRawExtension, b[start:end], field.start)
+		case pbTypeMeta:
+			err = p.walk(msgTypeMeta, b[start:end], field.start)
+		case pbObjectMeta:
+			err = p.walk(msgObjectMeta, b[start:end], field.start)
+		case pbAnnotation:
+			if p.bookmark {
+				err = p.annotation(b, start, end)
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// field reads the field of message msg that starts at b[i] and returns
+// the position after it: every case the generated Unmarshal handles
+// (multi-byte tags, varints, wrong wire types, unknown fields of any wire
+// type), for every message the scanner walks.
+func (p *protoScanner) field(msg int, b []byte, i, base int) (int, error) {
+	table := wireTypes[msg]
+	pre := i
+	wire, i, err := pbVarint(b, i)
+	if err != nil {
+		return 0, err
+	}
+	num, typ := int32(wire>>3), protowire.Type(wire&7)
+	if typ == protowire.EndGroupType {
+		return 0, errProtoEndGroup
+	}
+	if num <= 0 {
+		return 0, errProtoTag
+	}
+	if int(num) >= len(table) || table[num] == 0 {
+		return skipField(b, pre, len(b))
+	}
+	if int8(typ)+1 != table[num] {
+		return 0, errProtoWireType
+	}
+	if typ == protowire.VarintType {
+		v, next, err := pbVarint(b, i)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case msg == msgStatus && num == 6:
+			p.code = int32(v)
+		case msg == msgStatusDetails && num == 5:
+			p.retryAfter = int32(v)
+		}
+		return next, nil
+	}
+	start, end, err := pbLength(b, i)
+	if err != nil {
+		return 0, err
+	}
+	field := pbSpan{base + start, base + end}
+	switch msg<<8 | int(num) {
+	case msgWatchEvent<<8 | 1:
+		p.typ = field
+	case msgWatchEvent<<8 | 2:
+		err = p.walk(msgRawExtension, b[start:end], field.start)
+	case msgRawExtension<<8 | 1:
+		p.raw = field
+	case msgUnknown<<8 | 1:
+		err = p.walk(msgTypeMeta, b[start:end], field.start)
+	case msgUnknown<<8 | 2:
+		p.object = field
+	case msgTypeMeta<<8 | 1:
+		p.apiVersion = field
+	case msgTypeMeta<<8 | 2:
+		p.kind = field
+	case msgObject<<8 | 1:
+		err = p.walk(msgObjectMeta, b[start:end], field.start)
+	case msgObjectMeta<<8 | 6:
+		p.rv = field
+	case msgObjectMeta<<8 | 12:
+		if p.bookmark {
+			err = p.annotation(b, start, end)
+		}
+	case msgStatus<<8 | 1:
+		err = p.walk(msgListMeta, b[start:end], field.start)
+	case msgStatus<<8 | 4:
+		p.reason = field
+	case msgStatus<<8 | 5:
+		err = p.walk(msgStatusDetails, b[start:end], field.start)
+	}
+	return end, err
 }
 
 // annotation reads one ObjectMeta annotations map entry, b[i:end], as the
