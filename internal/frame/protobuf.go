@@ -139,7 +139,7 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	case len(raw) == len(protoPrefix):
 		return errEmptyBody
 	}
-	if err := p.walk(msgUnknown, raw[len(protoPrefix):], p.raw.start+len(protoPrefix)); err != nil {
+	if err := p.walk(msgUnknown, body[:p.raw.end], p.raw.start+len(protoPrefix)); err != nil {
 		return err
 	}
 	if p.kind.end == p.kind.start || !hasVersion(p.apiVersion.in(body)) {
@@ -147,14 +147,14 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	}
 	*ev = Event{Type: typ}
 	if typ == Error {
-		if err := p.walk(msgStatus, p.object.in(body), p.object.start); err != nil {
+		if err := p.walk(msgStatus, body[:p.object.end], p.object.start); err != nil {
 			return err
 		}
 		ev.setStatus(p.code, p.reason.in(body), p.retryAfter)
 		return nil
 	}
 	p.bookmark = typ == Bookmark
-	if err := p.walk(msgObject, p.object.in(body), p.object.start); err != nil {
+	if err := p.walk(msgObject, body[:p.object.end], p.object.start); err != nil {
 		return err
 	}
 	ev.setResumePoint(p.rv.in(body), p.eventsEnd)
@@ -163,8 +163,8 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 
 // pbAction is what walk does with a field whose tag is one byte (field
 // numbers 1-15), the form of nearly every field it meets: a
-// length-delimited one is read by its length alone, without the general
-// path (field) and its table lookups.
+// length-delimited one with a length of one or two bytes is read inline,
+// without the general path (field) and its table lookups.
 type pbAction uint8
 
 const (
@@ -181,10 +181,11 @@ const (
 	pbKeepKind
 	pbKeepObject
 	pbKeepResourceVersion
+	pbAnnotation
+	// Messages walk reads in turn.
 	pbRawExtension
 	pbTypeMeta
 	pbObjectMeta
-	pbAnnotation
 )
 
 // oneByteTags gives, for each message the scanner walks on every event,
@@ -216,36 +217,32 @@ func bytesFields(actions map[int]pbAction) [0x80]pbAction {
 	return row
 }
 
-// walk reads the fields of message msg in b, which is body[base:] up to
-// the message's end, as its generated Unmarshal does, recording those the
-// scanner needs as spans of the body. Nearly every field it meets has a
-// one-byte tag and a length under 16 KiB: those it reads inline, as the
-// message's row of oneByteTags says; field takes the rest.
-func (p *protoScanner) walk(msg int, b []byte, base int) error {
+// walk reads the fields of message msg, b[i:], as its generated Unmarshal
+// does, recording those the scanner needs as spans of b (positions in b
+// are positions in the frame's body: b is the body up to the message's
+// end). Nearly every field has a one-byte tag and a length under 16 KiB:
+// walk reads those inline, as the message's row of oneByteTags says; field
+// takes the rest.
+func (p *protoScanner) walk(msg int, b []byte, i int) error {
 	tags := &oneByteTags[msg]
-	for i := 0; i < len(b); {
+	for i < len(b) {
 		c := b[i]
 		action := tags[c&0x7f]
-		if c >= 0x80 || action == pbGeneral || i+1 >= len(b) {
+		if c >= 0x80 || action == pbGeneral {
 			var err error
-			if i, err = p.field(msg, b, i, base); err != nil {
+			if i, err = p.field(msg, b, i); err != nil {
 				return err
 			}
 			continue
 		}
-		// A length of one byte, or two.
-		start, n := i+2, int(b[i+1])
-		if n >= 0x80 {
-			if i+2 >= len(b) || b[i+2] >= 0x80 {
-				var err error
-				if i, err = p.field(msg, b, i, base); err != nil {
-					return err
-				}
-				continue
+		start, end, short := pbShortLength(b, i+1)
+		if !short {
+			var err error
+			if i, err = p.field(msg, b, i); err != nil {
+				return err
 			}
-			start, n = i+3, n&0x7f|int(b[i+2])<<7
+			continue
 		}
-		end := start + n
 		if end > len(b) {
 			return errProtoTruncated
 		}
@@ -253,7 +250,7 @@ func (p *protoScanner) walk(msg int, b []byte, base int) error {
 		if action == pbSkip {
 			continue
 		}
-		field := pbSpan{base + start, base + end}
+		field := pbSpan{start, end}
 		var err error
 		switch action {
 		case pbKeepType:
@@ -268,16 +265,16 @@ func (p *protoScanner) walk(msg int, b []byte, base int) error {
 			p.object = field
 		case pbKeepResourceVersion:
 			p.rv = field
-		case pbRawExtension:
-			err = p.walk(msgRawExtension, b[start:end], field.start)
-		case pbTypeMeta:
-			err = p.walk(msgTypeMeta, b[start:end], field.start)
-		case pbObjectMeta:
-			err = p.walk(msgObjectMeta, b[start:end], field.start)
 		case pbAnnotation:
 			if p.bookmark {
 				err = p.annotation(b, start, end)
 			}
+		case pbRawExtension:
+			err = p.walk(msgRawExtension, b[:end], start)
+		case pbTypeMeta:
+			err = p.walk(msgTypeMeta, b[:end], start)
+		case pbObjectMeta:
+			err = p.walk(msgObjectMeta, b[:end], start)
 		}
 		if err != nil {
 			return err
@@ -286,11 +283,29 @@ func (p *protoScanner) walk(msg int, b []byte, base int) error {
 	return nil
 }
 
-// field reads the field of message msg that starts at b[i] and returns
-// the position after it: every case the generated Unmarshal handles
-// (multi-byte tags, varints, wrong wire types, unknown fields of any wire
-// type), for every message the scanner walks.
-func (p *protoScanner) field(msg int, b []byte, i, base int) (int, error) {
+// pbShortLength reads a length of one or two bytes at b[i] and returns
+// the bounds of the bytes it announces (not checked against len(b)); short
+// is false for a longer or torn varint.
+func pbShortLength(b []byte, i int) (start, end int, short bool) {
+	if i >= len(b) {
+		return 0, 0, false
+	}
+	n := int(b[i])
+	if n < 0x80 {
+		return i + 1, i + 1 + n, true
+	}
+	if i+1 >= len(b) || b[i+1] >= 0x80 {
+		return 0, 0, false
+	}
+	return i + 2, i + 2 + (n&0x7f | int(b[i+1])<<7), true
+}
+
+// field reads the field of message msg that starts at b[i], where b ends
+// with the message, and returns the position after it: every case the
+// generated Unmarshal handles (multi-byte tags and lengths, varints, wrong
+// wire types, unknown fields of any wire type), for every message the
+// scanner walks.
+func (p *protoScanner) field(msg int, b []byte, i int) (int, error) {
 	table := wireTypes[msg]
 	pre := i
 	wire, i, err := pbVarint(b, i)
@@ -327,16 +342,16 @@ func (p *protoScanner) field(msg int, b []byte, i, base int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	field := pbSpan{base + start, base + end}
+	field := pbSpan{start, end}
 	switch msg<<8 | int(num) {
 	case msgWatchEvent<<8 | 1:
 		p.typ = field
 	case msgWatchEvent<<8 | 2:
-		err = p.walk(msgRawExtension, b[start:end], field.start)
+		err = p.walk(msgRawExtension, b[:end], start)
 	case msgRawExtension<<8 | 1:
 		p.raw = field
 	case msgUnknown<<8 | 1:
-		err = p.walk(msgTypeMeta, b[start:end], field.start)
+		err = p.walk(msgTypeMeta, b[:end], start)
 	case msgUnknown<<8 | 2:
 		p.object = field
 	case msgTypeMeta<<8 | 1:
@@ -344,7 +359,7 @@ func (p *protoScanner) field(msg int, b []byte, i, base int) (int, error) {
 	case msgTypeMeta<<8 | 2:
 		p.kind = field
 	case msgObject<<8 | 1:
-		err = p.walk(msgObjectMeta, b[start:end], field.start)
+		err = p.walk(msgObjectMeta, b[:end], start)
 	case msgObjectMeta<<8 | 6:
 		p.rv = field
 	case msgObjectMeta<<8 | 12:
@@ -352,11 +367,11 @@ func (p *protoScanner) field(msg int, b []byte, i, base int) (int, error) {
 			err = p.annotation(b, start, end)
 		}
 	case msgStatus<<8 | 1:
-		err = p.walk(msgListMeta, b[start:end], field.start)
+		err = p.walk(msgListMeta, b[:end], start)
 	case msgStatus<<8 | 4:
 		p.reason = field
 	case msgStatus<<8 | 5:
-		err = p.walk(msgStatusDetails, b[start:end], field.start)
+		err = p.walk(msgStatusDetails, b[:end], start)
 	}
 	return end, err
 }
