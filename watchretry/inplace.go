@@ -66,8 +66,8 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 	return n, n > 0
 }
 
-// skipAfterMiss is how many reads take the buffered path after a frame did
-// not fit in the caller's slice.
+// skipAfterMiss is how many reads of at least minInPlace bytes take the
+// buffered path after a frame did not fit in the caller's slice.
 const skipAfterMiss = 64
 
 // endsWithSpace reports whether a JSON frame ends with the separator the

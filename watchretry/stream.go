@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,8 +98,9 @@ type stream struct {
 	// the stream has reported nothing else to it since (see progress).
 	progressed bool
 
-	// skipInPlace counts reads left to take the buffered path after a
-	// frame did not fit in the caller's slice (see readInPlace).
+	// skipInPlace counts reads of at least minInPlace bytes left to take
+	// the buffered path after a frame did not fit in the caller's slice
+	// (see readInPlace).
 	skipInPlace int
 }
 
@@ -137,13 +139,28 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 	}
 	for !s.hasPending() {
-		if s.state == done {
+		switch s.state {
+		case done:
 			return 0, s.err
+		case streaming, draining:
+			// A slice too small to scan in place (client-go's protobuf
+			// framer reads the 4-byte length first) takes the buffered
+			// path at once.
+			if len(p) >= minInPlace {
+				if n, ok := s.readInPlace(p); ok {
+					return n, nil
+				}
+				if s.state != streaming && s.state != draining {
+					// It met a break or an end, and handled it: the new
+					// state acts next. Reading on would report the
+					// scanner's error a second time.
+					continue
+				}
+			}
+			s.readFrame()
+		default:
+			s.step()
 		}
-		if n, ok := s.readInPlace(p); ok {
-			return n, nil
-		}
-		s.step()
 	}
 	n := copy(p, s.pending[s.sent:])
 	s.sent += n
@@ -209,6 +226,7 @@ func (s *stream) readFrame() {
 
 // onScanError decides what an error from the scanner means for the stream.
 func (s *stream) onScanError(err error) {
+	dbg("scanErr %v state=%d now=%v", err, s.state, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	// Separators read after the last whole frame are the caller's, whatever
 	// the error; a torn frame's own bytes are not.
 	s.hold(s.scanner.Trailing())
@@ -332,6 +350,7 @@ func (s *stream) broke(err error, reason, cause string) {
 // waitFor moves to waiting before a resume; code is the ERROR event's, or
 // 0 for a break.
 func (s *stream) waitFor(wait time.Duration, reason string, code int, cause string) {
+	dbg("waitFor %v %s now=%v", wait, reason, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	s.wait = wait
 	s.state = waiting
 	s.retried(reason, code, cause, wait)
@@ -349,6 +368,7 @@ func (s *stream) resume() {
 			return
 		}
 	}
+	dbg("resume remaining=%v", remaining)
 	s.unprogressed()
 	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
@@ -483,6 +503,7 @@ func (s *stream) ended() bool {
 
 // finish ends the stream; Read returns err once pending bytes are read.
 func (s *stream) finish(err error) {
+	dbg("finish %v now=%v", err, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	s.state = done
 	s.err = err
 	s.closeBody()
@@ -560,3 +581,9 @@ func (e *stallError) Error() string {
 }
 
 func (e *stallError) Unwrap() error { return e.err }
+
+func dbg(format string, args ...any) {
+	if os.Getenv("KDBG") != "" {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
