@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,7 +225,6 @@ func (s *stream) readFrame() {
 
 // onScanError decides what an error from the scanner means for the stream.
 func (s *stream) onScanError(err error) {
-	dbg("scanErr %v state=%d now=%v", err, s.state, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	// Separators read after the last whole frame are the caller's, whatever
 	// the error; a torn frame's own bytes are not.
 	s.hold(s.scanner.Trailing())
@@ -350,7 +348,6 @@ func (s *stream) broke(err error, reason, cause string) {
 // waitFor moves to waiting before a resume; code is the ERROR event's, or
 // 0 for a break.
 func (s *stream) waitFor(wait time.Duration, reason string, code int, cause string) {
-	dbg("waitFor %v %s now=%v", wait, reason, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	s.wait = wait
 	s.state = waiting
 	s.retried(reason, code, cause, wait)
@@ -368,7 +365,6 @@ func (s *stream) resume() {
 			return
 		}
 	}
-	dbg("resume remaining=%v", remaining)
 	s.unprogressed()
 	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
@@ -503,7 +499,6 @@ func (s *stream) ended() bool {
 
 // finish ends the stream; Read returns err once pending bytes are read.
 func (s *stream) finish(err error) {
-	dbg("finish %v now=%v", err, s.rt.cfg.Policy.Clock().Now().Format("05.000"))
 	s.state = done
 	s.err = err
 	s.closeBody()
@@ -581,9 +576,3 @@ func (e *stallError) Error() string {
 }
 
 func (e *stallError) Unwrap() error { return e.err }
-
-func dbg(format string, args ...any) {
-	if os.Getenv("KDBG") != "" {
-		fmt.Fprintf(os.Stderr, format+"\n", args...)
-	}
-}
