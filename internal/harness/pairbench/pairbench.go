@@ -2,7 +2,6 @@ package pairbench
 
 import (
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -23,14 +22,7 @@ type Half struct {
 
 // Run measures baseline and candidate b.N times each, interleaved: every
 // iteration runs both, the first of the two alternating, each after a
-// runtime.GC and timed on its own, with the collector off while it runs
-// (each half starts from the same collected heap and no collection falls
-// inside one, so that when the collector happens to run does not weigh on
-// either; a half's own allocations are collected before the next). The
-// figures are therefore without the collector's work, which for kretry's
-// benchmarks is the decoder's on both sides: kretry allocates nothing per
-// event, so leaving it out makes kretry/plain, if anything, larger. It
-// reports
+// runtime.GC and timed on its own. It reports
 //
 //   - <name>-ns/op for each half: its mean time per run;
 //   - <candidate>/<baseline>: the median over the pairs of each pair's
@@ -50,7 +42,6 @@ func Run(b *testing.B, baseline, candidate Half, per int) {
 	// The benchmark's own timer runs throughout, collections included, so
 	// that b.N grows with the wall time a pair takes: the figures that
 	// count are the halves' own, reported below.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var pair [2]time.Duration
