@@ -123,8 +123,11 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if len(body) == 0 {
 		return errProtoEmpty
 	}
-	if err := p.walk(msgWatchEvent, body, 0); err != nil {
-		return err
+	envelope := p.envelope(body)
+	if !envelope {
+		if err := p.walk(msgWatchEvent, body, 0); err != nil {
+			return err
+		}
 	}
 	typ := eventTypeOf(p.typ.in(body))
 	if typ == 0 {
@@ -139,8 +142,10 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	case len(raw) == len(protoPrefix):
 		return errEmptyBody
 	}
-	if err := p.walk(msgUnknown, body[:p.raw.end], p.raw.start+len(protoPrefix)); err != nil {
-		return err
+	if !envelope {
+		if err := p.walk(msgUnknown, body[:p.raw.end], p.raw.start+len(protoPrefix)); err != nil {
+			return err
+		}
 	}
 	if p.kind.end == p.kind.start || !hasVersion(p.apiVersion.in(body)) {
 		return errObjectTypeMeta
@@ -159,6 +164,61 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	}
 	ev.setResumePoint(p.rv.in(body), p.eventsEnd)
 	return nil
+}
+
+// envelope reads the event's envelope when it is laid out exactly as
+// kube-apiserver's serializer writes it, each field once, in order, with
+// one-byte tags and lengths of one or two bytes:
+//
+//	WatchEvent{1: type, 2: RawExtension{1: raw = "k8s\0" + Unknown{
+//		1: TypeMeta{1: apiVersion, 2: kind}, 2: object, 3: contentEncoding, 4: contentType}}}
+//
+// There walk would record the same spans and find nothing else and no
+// error: envelope records them and reports true. On any other layout it
+// records nothing and reports false, and walk reads the envelope field by
+// field. (event checks the type, the prefix and the kind either way.)
+func (p *protoScanner) envelope(body []byte) bool {
+	// Each field starts where the one before it ended (or, for the first
+	// field of a message, where the message's bytes start); a field that is
+	// not there puts every later position past the body.
+	typeStart, typeEnd := pbTagged(body, 0, 0x0a)
+	extStart, extEnd := pbTagged(body, typeEnd, 0x12)
+	rawStart, rawEnd := pbTagged(body, extStart, 0x0a)
+	typeMetaStart, typeMetaEnd := pbTagged(body, rawStart+len(protoPrefix), 0x0a)
+	apiVersionStart, apiVersionEnd := pbTagged(body, typeMetaStart, 0x0a)
+	kindStart, kindEnd := pbTagged(body, apiVersionEnd, 0x12)
+	objectStart, objectEnd := pbTagged(body, typeMetaEnd, 0x12)
+	_, encodingEnd := pbTagged(body, objectEnd, 0x1a)
+	_, contentTypeEnd := pbTagged(body, encodingEnd, 0x22)
+	// Positions only grow along a message's fields: its last field ending
+	// exactly where it ends puts every field before it inside it.
+	if kindEnd != typeMetaEnd || contentTypeEnd != rawEnd || rawEnd != extEnd || extEnd != len(body) {
+		return false
+	}
+	p.typ = pbSpan{typeStart, typeEnd}
+	p.raw = pbSpan{rawStart, rawEnd}
+	p.apiVersion = pbSpan{apiVersionStart, apiVersionEnd}
+	p.kind = pbSpan{kindStart, kindEnd}
+	p.object = pbSpan{objectStart, objectEnd}
+	return true
+}
+
+// pbTagged reads the field at b[i] if its tag is tag (one byte) and its
+// length one or two bytes, and returns the bounds of its bytes, which may
+// run past b (the caller checks). Otherwise, or when i is at or past the
+// end of b, it returns len(b)+1 for both, a position past b.
+func pbTagged(b []byte, i int, tag byte) (start, end int) {
+	if i+1 >= len(b) || b[i] != tag {
+		return len(b) + 1, len(b) + 1
+	}
+	n := int(b[i+1])
+	if n < 0x80 {
+		return i + 2, i + 2 + n
+	}
+	if i+2 >= len(b) || b[i+2] >= 0x80 {
+		return len(b) + 1, len(b) + 1
+	}
+	return i + 3, i + 3 + (n&0x7f | int(b[i+2])<<7)
 }
 
 // pbAction is what walk does with a field whose tag is one byte (field
