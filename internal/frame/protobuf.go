@@ -180,7 +180,7 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 func (p *protoScanner) envelope(body []byte) bool {
 	// Each field starts where the one before it ended (or, for the first
 	// field of a message, where the message's bytes start); a field that is
-	// not there puts every later position past the body.
+	// not there puts the positions after it nowhere.
 	typeStart, typeEnd := pbTagged(body, 0, 0x0a)
 	extStart, extEnd := pbTagged(body, typeEnd, 0x12)
 	rawStart, rawEnd := pbTagged(body, extStart, 0x0a)
@@ -206,20 +206,23 @@ func (p *protoScanner) envelope(body []byte) bool {
 // pbTagged reads the field at b[i] if its tag is tag (one byte) and its
 // length one or two bytes, and returns the bounds of its bytes, which may
 // run past b (the caller checks). Otherwise, or when i is at or past the
-// end of b, it returns len(b)+1 for both, a position past b.
+// end of b, it returns pbNowhere for both: no field starts there either.
 func pbTagged(b []byte, i int, tag byte) (start, end int) {
 	if i+1 >= len(b) || b[i] != tag {
-		return len(b) + 1, len(b) + 1
+		return pbNowhere, pbNowhere
 	}
 	n := int(b[i+1])
 	if n < 0x80 {
 		return i + 2, i + 2 + n
 	}
 	if i+2 >= len(b) || b[i+2] >= 0x80 {
-		return len(b) + 1, len(b) + 1
+		return pbNowhere, pbNowhere
 	}
 	return i + 3, i + 3 + (n&0x7f | int(b[i+2])<<7)
 }
+
+// pbNowhere is a position past any frame.
+const pbNowhere = 1 << 62
 
 // pbAction is what walk does with a field whose tag is one byte (field
 // numbers 1-15), the form of nearly every field it meets: a
