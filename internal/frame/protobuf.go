@@ -238,6 +238,9 @@ const (
 	// pbSkip: a length-delimited field the scanner does not need (unknown
 	// to the message, or known and of no interest): skipped by its length.
 	pbSkip
+	// pbSkipVarint: a varint field the scanner does not need, of one or
+	// two bytes (ObjectMeta's generation).
+	pbSkipVarint
 	pbKeepType
 	pbKeepRaw
 	pbKeepAPIVersion
@@ -261,7 +264,7 @@ var oneByteTags = [msgCount][0x80]pbAction{
 	msgUnknown:      bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
 	msgTypeMeta:     bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
 	msgObject:       bytesFields(map[int]pbAction{1: pbObjectMeta}),
-	msgObjectMeta:   bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}),
+	msgObjectMeta:   withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
 	// Status and the messages in it (ERROR events only) all go through
 	// field.
 }
@@ -276,6 +279,14 @@ func bytesFields(actions map[int]pbAction) [0x80]pbAction {
 			action = pbSkip
 		}
 		row[num<<3|int(protowire.BytesType)] = action
+	}
+	return row
+}
+
+// withVarints is row with the varint fields nums skipped.
+func withVarints(row [0x80]pbAction, nums ...int) [0x80]pbAction {
+	for _, num := range nums {
+		row[num<<3|int(protowire.VarintType)] = pbSkipVarint
 	}
 	return row
 }
@@ -304,6 +315,10 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 			if i, err = p.field(msg, b, i); err != nil {
 				return err
 			}
+			continue
+		}
+		if action == pbSkipVarint {
+			i = start // read as a length, the varint ends where the bytes would start
 			continue
 		}
 		if end > len(b) {
