@@ -215,7 +215,8 @@ func (s *stream) step() {
 // readFrame reads one frame of the current response and decides what it
 // means for the stream.
 func (s *stream) readFrame() {
-	f, err := s.scanner.Next()
+	var f frame.Frame
+	err := s.scanner.Scan(&f)
 	if err == nil {
 		s.onFrame(&f)
 		return

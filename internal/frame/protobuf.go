@@ -89,29 +89,33 @@ func (sp pbSpan) in(body []byte) []byte { return body[sp.start:sp.end] }
 
 func (p *protoScanner) reset() { *p = protoScanner{} }
 
-// nextProtobuf is Next for protobuf streams.
-func (s *Scanner) nextProtobuf() (Frame, error) {
+// nextProtobuf is Scan for protobuf streams.
+func (s *Scanner) nextProtobuf(f *Frame) error {
 	for s.end-s.start < 4 {
 		if !s.fill() {
-			return Frame{}, s.endOfStream(s.end > s.start)
+			*f = Frame{}
+			return s.endOfStream(s.end > s.start)
 		}
 	}
 	size := binary.BigEndian.Uint32(s.buf[s.start:])
 	if uint64(size) > uint64(s.maxSize) {
-		return Frame{}, s.fail(s.tooLarge(int(size)))
+		*f = Frame{}
+		return s.fail(s.tooLarge(int(size)))
 	}
 	total := 4 + int(size)
 	for s.end-s.start < total {
 		if !s.fill() {
-			return Frame{}, s.endOfStream(true)
+			*f = Frame{}
+			return s.endOfStream(true)
 		}
 	}
-	fr := Frame{Raw: s.buf[s.start : s.start+total]}
-	if err := s.proto.event(fr.Raw[4:], &fr.Event); err != nil {
-		return Frame{}, s.invalid(0, err)
+	f.Raw = s.buf[s.start : s.start+total]
+	if err := s.proto.event(f.Raw[4:], &f.Event); err != nil {
+		*f = Frame{}
+		return s.invalid(0, err)
 	}
 	s.returned = total
-	return fr, nil
+	return nil
 }
 
 // event reads a raw metav1.WatchEvent and fills ev, checking what
