@@ -67,20 +67,19 @@ const (
 // field stores no pointer (no write barrier while the collector runs, which
 // under a decoder's allocations is much of the time).
 type protoScanner struct {
-	typ        pbSpan
-	raw        pbSpan
-	apiVersion pbSpan
-	kind       pbSpan
-	object     pbSpan
-	rv         pbSpan
+	// kept holds the fields kept, by the action that keeps them: type,
+	// raw, apiVersion, kind, object, resourceVersion, reason.
+	kept       [pbKeepReason + 1]pbSpan
 	eventsEnd  bool
 	code       int32
-	reason     pbSpan
 	retryAfter int32
 	// bookmark is set while a BOOKMARK's object is walked: only there do
 	// the annotations matter (initial-events-end).
 	bookmark bool
 }
+
+// field returns the bytes of the field action kept, in body.
+func (p *protoScanner) field(action pbAction, body []byte) []byte { return p.kept[action].in(body) }
 
 // pbSpan is body[start:end] of the frame being walked.
 type pbSpan struct{ start, end int }
@@ -133,11 +132,11 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 			return err
 		}
 	}
-	typ := eventTypeOf(p.typ.in(body))
+	typ := eventTypeOf(p.field(pbKeepType, body))
 	if typ == 0 {
-		return &unknownTypeError{name: string(p.typ.in(body))}
+		return &unknownTypeError{name: string(p.field(pbKeepType, body))}
 	}
-	raw := p.raw.in(body)
+	raw := p.field(pbKeepRaw, body)
 	switch {
 	case len(raw) == 0:
 		return errNoRaw
@@ -147,26 +146,27 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 		return errEmptyBody
 	}
 	if !envelope {
-		if err := p.walk(msgUnknown, body[:p.raw.end], p.raw.start+len(protoPrefix)); err != nil {
+		if err := p.walk(msgUnknown, body[:p.kept[pbKeepRaw].end], p.kept[pbKeepRaw].start+len(protoPrefix)); err != nil {
 			return err
 		}
 	}
-	if p.kind.end == p.kind.start || !hasVersion(p.apiVersion.in(body)) {
+	object := p.kept[pbKeepObject]
+	if len(p.field(pbKeepKind, body)) == 0 || !hasVersion(p.field(pbKeepAPIVersion, body)) {
 		return errObjectTypeMeta
 	}
 	*ev = Event{Type: typ}
 	if typ == Error {
-		if err := p.walk(msgStatus, body[:p.object.end], p.object.start); err != nil {
+		if err := p.walk(msgStatus, body[:object.end], object.start); err != nil {
 			return err
 		}
-		ev.setStatus(p.code, p.reason.in(body), p.retryAfter)
+		ev.setStatus(p.code, p.field(pbKeepReason, body), p.retryAfter)
 		return nil
 	}
 	p.bookmark = typ == Bookmark
-	if err := p.walk(msgObject, body[:p.object.end], p.object.start); err != nil {
+	if err := p.walk(msgObject, body[:object.end], object.start); err != nil {
 		return err
 	}
-	ev.setResumePoint(p.rv.in(body), p.eventsEnd)
+	ev.setResumePoint(p.field(pbKeepResourceVersion, body), p.eventsEnd)
 	return nil
 }
 
@@ -199,11 +199,11 @@ func (p *protoScanner) envelope(body []byte) bool {
 	if kindEnd != typeMetaEnd || contentTypeEnd != rawEnd || rawEnd != extEnd || extEnd != len(body) {
 		return false
 	}
-	p.typ = pbSpan{typeStart, typeEnd}
-	p.raw = pbSpan{rawStart, rawEnd}
-	p.apiVersion = pbSpan{apiVersionStart, apiVersionEnd}
-	p.kind = pbSpan{kindStart, kindEnd}
-	p.object = pbSpan{objectStart, objectEnd}
+	p.kept[pbKeepType] = pbSpan{typeStart, typeEnd}
+	p.kept[pbKeepRaw] = pbSpan{rawStart, rawEnd}
+	p.kept[pbKeepAPIVersion] = pbSpan{apiVersionStart, apiVersionEnd}
+	p.kept[pbKeepKind] = pbSpan{kindStart, kindEnd}
+	p.kept[pbKeepObject] = pbSpan{objectStart, objectEnd}
 	return true
 }
 
@@ -231,46 +231,61 @@ const pbNowhere = 1 << 62
 // pbAction is what walk does with a field whose tag is one byte (field
 // numbers 1-15), the form of nearly every field it meets: a
 // length-delimited one with a length of one or two bytes is read inline,
-// without the general path (field) and its table lookups.
+// without the general path (general) and its table lookups.
 type pbAction uint8
 
 const (
 	// pbGeneral: anything else (a field number the message reads as a
-	// varint, field 0, another wire type): field decides, as the generated
-	// code would.
+	// varint, field 0, another wire type): general decides, as the
+	// generated code would.
 	pbGeneral pbAction = iota
-	// pbSkip: a length-delimited field the scanner does not need (unknown
-	// to the message, or known and of no interest): skipped by its length.
-	pbSkip
-	// pbSkipVarint: a varint field the scanner does not need, of one or
-	// two bytes (ObjectMeta's generation).
-	pbSkipVarint
+	// Fields kept (recorded in protoScanner.kept).
 	pbKeepType
 	pbKeepRaw
 	pbKeepAPIVersion
 	pbKeepKind
 	pbKeepObject
 	pbKeepResourceVersion
+	pbKeepReason
+	// pbSkip: a length-delimited field the scanner does not need (unknown
+	// to the message, or known and of no interest): skipped by its length.
+	pbSkip
+	// pbSkipVarint: a varint field the scanner does not need, of one or
+	// two bytes (ObjectMeta's generation).
+	pbSkipVarint
 	pbAnnotation
-	// Messages walk reads in turn.
+	// Messages walked in turn (see pbEntered).
 	pbRawExtension
 	pbTypeMeta
 	pbObjectMeta
+	pbListMeta
+	pbStatusDetails
 )
 
-// oneByteTags gives, for each message the scanner walks on every event,
-// the action for each one-byte tag. It must agree with wireTypes and
-// field: an action other than pbGeneral only where field would read a
-// length and do the same.
+// pbEntered is the message each action from pbRawExtension on walks.
+var pbEntered = [...]int{
+	pbRawExtension:  msgRawExtension,
+	pbTypeMeta:      msgTypeMeta,
+	pbObjectMeta:    msgObjectMeta,
+	pbListMeta:      msgListMeta,
+	pbStatusDetails: msgStatusDetails,
+}
+
+// oneByteTags gives, for each message the scanner walks, the action for
+// each one-byte tag; for a known length-delimited field it is also what
+// general does with it. It must agree with wireTypes: an action other than
+// pbGeneral only where general would read a length (a varint, for
+// pbSkipVarint) and do the same.
 var oneByteTags = [msgCount][0x80]pbAction{
-	msgWatchEvent:   bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
-	msgRawExtension: bytesFields(map[int]pbAction{1: pbKeepRaw}),
-	msgUnknown:      bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
-	msgTypeMeta:     bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
-	msgObject:       bytesFields(map[int]pbAction{1: pbObjectMeta}),
-	msgObjectMeta:   withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
-	// Status and the messages in it (ERROR events only) all go through
-	// field.
+	msgWatchEvent:    bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
+	msgRawExtension:  bytesFields(map[int]pbAction{1: pbKeepRaw}),
+	msgUnknown:       bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
+	msgTypeMeta:      bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
+	msgObject:        bytesFields(map[int]pbAction{1: pbObjectMeta}),
+	msgObjectMeta:    withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
+	msgStatus:        bytesFields(map[int]pbAction{1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral}),
+	msgListMeta:      bytesFields(map[int]pbAction{4: pbGeneral}),
+	msgStatusDetails: bytesFields(map[int]pbAction{5: pbGeneral}),
 }
 
 // bytesFields is a row of oneByteTags: the length-delimited fields 1-15
@@ -299,7 +314,7 @@ func withVarints(row [0x80]pbAction, nums ...int) [0x80]pbAction {
 // does, recording those the scanner needs as spans of b (positions in b
 // are positions in the frame's body: b is the body up to the message's
 // end). Nearly every field has a one-byte tag and a length under 16 KiB:
-// walk reads those inline, as the message's row of oneByteTags says; field
+// walk reads those inline, as the message's row of oneByteTags says; general
 // takes the rest.
 func (p *protoScanner) walk(msg int, b []byte, i int) error {
 	tags := &oneByteTags[msg]
@@ -308,7 +323,7 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 		action := tags[c&0x7f]
 		if c >= 0x80 || action == pbGeneral {
 			var err error
-			if i, err = p.field(msg, b, i); err != nil {
+			if i, err = p.general(msg, b, i); err != nil {
 				return err
 			}
 			continue
@@ -316,7 +331,7 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 		start, end, short := pbShortLength(b, i+1)
 		if !short {
 			var err error
-			if i, err = p.field(msg, b, i); err != nil {
+			if i, err = p.general(msg, b, i); err != nil {
 				return err
 			}
 			continue
@@ -332,35 +347,25 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 		if action == pbSkip {
 			continue
 		}
-		field := pbSpan{start, end}
-		var err error
-		switch action {
-		case pbKeepType:
-			p.typ = field
-		case pbKeepRaw:
-			p.raw = field
-		case pbKeepAPIVersion:
-			p.apiVersion = field
-		case pbKeepKind:
-			p.kind = field
-		case pbKeepObject:
-			p.object = field
-		case pbKeepResourceVersion:
-			p.rv = field
-		case pbAnnotation:
-			if p.bookmark {
-				err = p.annotation(b, start, end)
-			}
-		case pbRawExtension:
-			err = p.walk(msgRawExtension, b[:end], start)
-		case pbTypeMeta:
-			err = p.walk(msgTypeMeta, b[:end], start)
-		case pbObjectMeta:
-			err = p.walk(msgObjectMeta, b[:end], start)
-		}
-		if err != nil {
+		if err := p.act(action, b, start, end); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// act does what action says with the field b[start:end] of a message that
+// ends with b.
+func (p *protoScanner) act(action pbAction, b []byte, start, end int) error {
+	switch {
+	case action >= pbRawExtension:
+		return p.walk(pbEntered[action], b[:end], start)
+	case action == pbAnnotation:
+		if p.bookmark {
+			return p.annotation(b, start, end)
+		}
+	case action >= pbKeepType && action <= pbKeepReason:
+		p.kept[action] = pbSpan{start, end}
 	}
 	return nil
 }
@@ -382,12 +387,12 @@ func pbShortLength(b []byte, i int) (start, end int, short bool) {
 	return i + 2, i + 2 + (n&0x7f | int(b[i+1])<<7), true
 }
 
-// field reads the field of message msg that starts at b[i], where b ends
+// general reads the field of message msg that starts at b[i], where b ends
 // with the message, and returns the position after it: every case the
 // generated Unmarshal handles (multi-byte tags and lengths, varints, wrong
 // wire types, unknown fields of any wire type), for every message the
 // scanner walks.
-func (p *protoScanner) field(msg int, b []byte, i int) (int, error) {
+func (p *protoScanner) general(msg int, b []byte, i int) (int, error) {
 	table := wireTypes[msg]
 	pre := i
 	wire, i, err := pbVarint(b, i)
@@ -424,37 +429,11 @@ func (p *protoScanner) field(msg int, b []byte, i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	field := pbSpan{start, end}
-	switch msg<<8 | int(num) {
-	case msgWatchEvent<<8 | 1:
-		p.typ = field
-	case msgWatchEvent<<8 | 2:
-		err = p.walk(msgRawExtension, b[:end], start)
-	case msgRawExtension<<8 | 1:
-		p.raw = field
-	case msgUnknown<<8 | 1:
-		err = p.walk(msgTypeMeta, b[:end], start)
-	case msgUnknown<<8 | 2:
-		p.object = field
-	case msgTypeMeta<<8 | 1:
-		p.apiVersion = field
-	case msgTypeMeta<<8 | 2:
-		p.kind = field
-	case msgObject<<8 | 1:
-		err = p.walk(msgObjectMeta, b[:end], start)
-	case msgObjectMeta<<8 | 6:
-		p.rv = field
-	case msgObjectMeta<<8 | 12:
-		if p.bookmark {
-			err = p.annotation(b, start, end)
-		}
-	case msgStatus<<8 | 1:
-		err = p.walk(msgListMeta, b[:end], start)
-	case msgStatus<<8 | 4:
-		p.reason = field
-	case msgStatus<<8 | 5:
-		err = p.walk(msgStatusDetails, b[:end], start)
+	action := pbSkip // every known field past 15 (ObjectMeta's managedFields)
+	if num < 16 {
+		action = oneByteTags[msg][num<<3|int32(protowire.BytesType)]
 	}
+	err = p.act(action, b, start, end)
 	return end, err
 }
 
