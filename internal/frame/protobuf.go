@@ -321,20 +321,24 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 	for i < len(b) {
 		c := b[i]
 		action := tags[c&0x7f]
-		if c >= 0x80 || action == pbGeneral {
+		if c >= 0x80 || action == pbGeneral || i+1 == len(b) {
 			var err error
 			if i, err = p.general(msg, b, i); err != nil {
 				return err
 			}
 			continue
 		}
-		start, end, short := pbShortLength(b, i+1)
-		if !short {
-			var err error
-			if i, err = p.general(msg, b, i); err != nil {
-				return err
+		// The length (or the varint) in one byte, or two.
+		start, end := i+2, i+2+int(b[i+1])
+		if b[i+1] >= 0x80 {
+			if i+2 == len(b) || b[i+2] >= 0x80 {
+				var err error
+				if i, err = p.general(msg, b, i); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
+			start, end = i+3, i+3+(int(b[i+1])&0x7f|int(b[i+2])<<7)
 		}
 		if action == pbSkipVarint {
 			i = start // read as a length, the varint ends where the bytes would start
@@ -368,23 +372,6 @@ func (p *protoScanner) act(action pbAction, b []byte, start, end int) error {
 		p.kept[action] = pbSpan{start, end}
 	}
 	return nil
-}
-
-// pbShortLength reads a length of one or two bytes at b[i] and returns
-// the bounds of the bytes it announces (not checked against len(b)); short
-// is false for a longer or torn varint.
-func pbShortLength(b []byte, i int) (start, end int, short bool) {
-	if i >= len(b) {
-		return 0, 0, false
-	}
-	n := int(b[i])
-	if n < 0x80 {
-		return i + 1, i + 1 + n, true
-	}
-	if i+1 >= len(b) || b[i+1] >= 0x80 {
-		return 0, 0, false
-	}
-	return i + 2, i + 2 + (n&0x7f | int(b[i+1])<<7), true
 }
 
 // general reads the field of message msg that starts at b[i], where b ends
