@@ -358,10 +358,41 @@ func (p *protoScanner) walk(msg int, b []byte, i int) error {
 	return nil
 }
 
+// objectMeta walks an ObjectMeta, b[i:]. Its head as kube-apiserver's
+// serializer writes it (name, generateName, namespace, selfLink, uid,
+// resourceVersion, generation, creationTimestamp: fields 1 to 8, each once,
+// in order, with one-byte tags and lengths of one or two bytes) is read in
+// one pass, recording what walk would record there; walk reads the rest,
+// or the whole message when its head is laid out otherwise.
+func (p *protoScanner) objectMeta(b []byte, i int) error {
+	_, end := pbTagged(b, i, 1<<3|2)
+	_, end = pbTagged(b, end, 2<<3|2)
+	_, end = pbTagged(b, end, 3<<3|2)
+	_, end = pbTagged(b, end, 4<<3|2)
+	_, end = pbTagged(b, end, 5<<3|2)
+	rvStart, rvEnd := pbTagged(b, end, 6<<3|2)
+	end = pbNowhere
+	if rvEnd+2 < len(b) && b[rvEnd] == 7<<3 { // generation, a varint of one byte or two
+		switch {
+		case b[rvEnd+1] < 0x80:
+			end = rvEnd + 2
+		case b[rvEnd+2] < 0x80:
+			end = rvEnd + 3
+		}
+	}
+	if _, end = pbTagged(b, end, 8<<3|2); end <= len(b) {
+		p.kept[pbKeepResourceVersion] = pbSpan{rvStart, rvEnd}
+		i = end
+	}
+	return p.walk(msgObjectMeta, b, i)
+}
+
 // act does what action says with the field b[start:end] of a message that
 // ends with b.
 func (p *protoScanner) act(action pbAction, b []byte, start, end int) error {
 	switch {
+	case action == pbObjectMeta:
+		return p.objectMeta(b[:end], start)
 	case action >= pbRawExtension:
 		return p.walk(pbEntered[action], b[:end], start)
 	case action == pbAnnotation:
