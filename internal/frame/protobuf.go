@@ -14,7 +14,12 @@ var protoPrefix = [4]byte{'k', '8', 's', 0}
 // (gogo) Unmarshal methods client-go runs, quirks included, so it accepts and
 // refuses what they do; protowire's own Consume functions are stricter (they
 // refuse 10-byte varints with a large last byte and field numbers >= 2^29,
-// which the generated code takes).
+// which the generated code takes). It reads every field of the messages
+// that say what the scanner reports (the envelope: WatchEvent,
+// RawExtension, runtime.Unknown, TypeMeta; the object's top level and its
+// ObjectMeta; an ERROR's Status), skipping by its length each field it
+// does not need, and enters no other message: the annotations only for a
+// BOOKMARK, none of the object's other nested messages.
 var (
 	errProtoEmpty     = errors.New("empty watch event")
 	errProtoTruncated = errors.New("protobuf field runs past its message")
