@@ -18,7 +18,8 @@ import (
 )
 
 // state is where a resuming stream is in its life. Read drives it: each
-// call to step performs the current state's one action and moves on.
+// call to step performs the current state's one action and moves on (Read
+// performs streaming's and draining's, reading the next frame, itself).
 type state uint8
 
 const (
