@@ -32,9 +32,10 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 	if len(p) < minInPlace || (s.state != streaming && s.state != draining) || !s.scanner.Lend(p) {
 		return 0, false
 	}
-	held := 0 // the bytes of a frame Next returned that the stream does not deliver
+	held := 0 // the bytes of a frame Scan returned that the stream does not deliver
+	var f frame.Frame
 	for s.state == streaming || s.state == draining {
-		f, err := s.scanner.Next()
+		err := s.scanner.Scan(&f)
 		if errors.Is(err, frame.ErrNeedMore) {
 			break
 		}
@@ -66,8 +67,8 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 	return n, n > 0
 }
 
-// skipAfterMiss is how many reads take the buffered path after a frame did
-// not fit in the caller's slice.
+// skipAfterMiss is how many reads of at least minInPlace bytes take the
+// buffered path after a frame did not fit in the caller's slice.
 const skipAfterMiss = 64
 
 // endsWithSpace reports whether a JSON frame ends with the separator the

@@ -2,6 +2,7 @@ package watchretry_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"hash/fnv"
 	"io"
@@ -167,4 +168,44 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 	n := copy(p[:min(len(p), 1+b.rng.IntN(len(b.data)))], b.data)
 	b.data = b.data[n:]
 	return n, nil
+}
+
+// TestBreakInPlaceIsOneBreak: a break that a read large enough to scan in
+// place meets (here an early clean end) is one break, resumed once. The
+// resume is refused, which ends the watch cleanly: the caller has the
+// event and a clean end, and the retry hook heard of exactly one resume.
+func TestBreakInPlaceIsOneBreak(t *testing.T) {
+	for _, ct := range encodings {
+		t.Run(ct, func(t *testing.T) {
+			events, _ := history(t, ct)
+			srv := newServer(t, ct,
+				reply{body: events[0]}, // clean EOF long before timeoutSeconds
+				reply{status: http.StatusForbidden, contentType: "application/json", body: []byte(`{}`)})
+			var retries []policy.Retry
+			resp, _ := rawWatch(t, srv, "resourceVersion=100&timeoutSeconds=60", func(cfg *watchretry.Config) {
+				cfg.Hooks.Retry = func(_ context.Context, r policy.Retry) { retries = append(retries, r) }
+			})
+			got, err := io.ReadAll(readsOf(resp.Body, 8<<10))
+			if err != nil || !bytes.Equal(got, events[0]) {
+				t.Fatalf("read %q, %v; want the event and a clean end", got, err)
+			}
+			if len(retries) != 1 || retries[0].Wait != 0 || srv.requestCount() != 2 {
+				t.Fatalf("retries %+v after %d requests; want one resume, at once", retries, srv.requestCount())
+			}
+		})
+	}
+}
+
+// readsOf reads r with slices of exactly size bytes, as io.Copy does.
+func readsOf(r io.Reader, size int) io.Reader { return &sizedReads{r: r, size: size} }
+
+type sizedReads struct {
+	r    io.Reader
+	size int
+}
+
+func (s *sizedReads) Read(p []byte) (int, error) {
+	buf := make([]byte, s.size)
+	n, err := s.r.Read(buf)
+	return copy(p, buf[:n]), err
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // state is where a resuming stream is in its life. Read drives it: each
-// call to step performs the current state's one action and moves on.
+// call to step performs the current state's one action and moves on (Read
+// performs streaming's and draining's, reading the next frame, itself).
 type state uint8
 
 const (
@@ -97,8 +98,9 @@ type stream struct {
 	// the stream has reported nothing else to it since (see progress).
 	progressed bool
 
-	// skipInPlace counts reads left to take the buffered path after a
-	// frame did not fit in the caller's slice (see readInPlace).
+	// skipInPlace counts reads of at least minInPlace bytes left to take
+	// the buffered path after a frame did not fit in the caller's slice
+	// (see readInPlace).
 	skipInPlace int
 }
 
@@ -137,13 +139,28 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 	}
 	for !s.hasPending() {
-		if s.state == done {
+		switch s.state {
+		case done:
 			return 0, s.err
+		case streaming, draining:
+			// A slice too small to scan in place (client-go's protobuf
+			// framer reads the 4-byte length first) takes the buffered
+			// path at once.
+			if len(p) >= minInPlace {
+				if n, ok := s.readInPlace(p); ok {
+					return n, nil
+				}
+				if s.state != streaming && s.state != draining {
+					// It met a break or an end, and handled it: the new
+					// state acts next. Reading on would report the
+					// scanner's error a second time.
+					continue
+				}
+			}
+			s.readFrame()
+		default:
+			s.step()
 		}
-		if n, ok := s.readInPlace(p); ok {
-			return n, nil
-		}
-		s.step()
 	}
 	n := copy(p, s.pending[s.sent:])
 	s.sent += n
@@ -199,7 +216,8 @@ func (s *stream) step() {
 // readFrame reads one frame of the current response and decides what it
 // means for the stream.
 func (s *stream) readFrame() {
-	f, err := s.scanner.Next()
+	var f frame.Frame
+	err := s.scanner.Scan(&f)
 	if err == nil {
 		s.onFrame(&f)
 		return

@@ -97,10 +97,17 @@ func (t EventType) String() string {
 
 // eventTypeOf maps a wire spelling to its EventType, or 0.
 func eventTypeOf(name []byte) EventType {
-	for t := Added; t <= Error; t++ {
-		if string(name) == eventTypeNames[t] {
-			return t
-		}
+	switch string(name) {
+	case "ADDED":
+		return Added
+	case "MODIFIED":
+		return Modified
+	case "DELETED":
+		return Deleted
+	case "BOOKMARK":
+		return Bookmark
+	case "ERROR":
+		return Error
 	}
 	return 0
 }

@@ -14,7 +14,12 @@ var protoPrefix = [4]byte{'k', '8', 's', 0}
 // (gogo) Unmarshal methods client-go runs, quirks included, so it accepts and
 // refuses what they do; protowire's own Consume functions are stricter (they
 // refuse 10-byte varints with a large last byte and field numbers >= 2^29,
-// which the generated code takes).
+// which the generated code takes). It reads every field of the messages
+// that say what the scanner reports (the envelope: WatchEvent,
+// RawExtension, runtime.Unknown, TypeMeta; the object's top level and its
+// ObjectMeta; an ERROR's Status), skipping by its length each field it
+// does not need, and enters no other message: the annotations only for a
+// BOOKMARK, none of the object's other nested messages.
 var (
 	errProtoEmpty     = errors.New("empty watch event")
 	errProtoTruncated = errors.New("protobuf field runs past its message")
@@ -67,17 +72,19 @@ const (
 // field stores no pointer (no write barrier while the collector runs, which
 // under a decoder's allocations is much of the time).
 type protoScanner struct {
-	typ        pbSpan
-	raw        pbSpan
-	apiVersion pbSpan
-	kind       pbSpan
-	object     pbSpan
-	rv         pbSpan
+	// kept holds the fields kept, by the action that keeps them: type,
+	// raw, apiVersion, kind, object, resourceVersion, reason.
+	kept       [pbKeepReason + 1]pbSpan
 	eventsEnd  bool
 	code       int32
-	reason     pbSpan
 	retryAfter int32
+	// bookmark is set while a BOOKMARK's object is walked: only there do
+	// the annotations matter (initial-events-end).
+	bookmark bool
 }
+
+// field returns the bytes of the field action kept, in body.
+func (p *protoScanner) field(action pbAction, body []byte) []byte { return p.kept[action].in(body) }
 
 // pbSpan is body[start:end] of the frame being walked.
 type pbSpan struct{ start, end int }
@@ -86,29 +93,33 @@ func (sp pbSpan) in(body []byte) []byte { return body[sp.start:sp.end] }
 
 func (p *protoScanner) reset() { *p = protoScanner{} }
 
-// nextProtobuf is Next for protobuf streams.
-func (s *Scanner) nextProtobuf() (Frame, error) {
+// nextProtobuf is Scan for protobuf streams.
+func (s *Scanner) nextProtobuf(f *Frame) error {
 	for s.end-s.start < 4 {
 		if !s.fill() {
-			return Frame{}, s.endOfStream(s.end > s.start)
+			*f = Frame{}
+			return s.endOfStream(s.end > s.start)
 		}
 	}
 	size := binary.BigEndian.Uint32(s.buf[s.start:])
 	if uint64(size) > uint64(s.maxSize) {
-		return Frame{}, s.fail(s.tooLarge(int(size)))
+		*f = Frame{}
+		return s.fail(s.tooLarge(int(size)))
 	}
 	total := 4 + int(size)
 	for s.end-s.start < total {
 		if !s.fill() {
-			return Frame{}, s.endOfStream(true)
+			*f = Frame{}
+			return s.endOfStream(true)
 		}
 	}
-	fr := Frame{Raw: s.buf[s.start : s.start+total]}
-	if err := s.proto.event(fr.Raw[4:], &fr.Event); err != nil {
-		return Frame{}, s.invalid(0, err)
+	f.Raw = s.buf[s.start : s.start+total]
+	if err := s.proto.event(f.Raw[4:], &f.Event); err != nil {
+		*f = Frame{}
+		return s.invalid(0, err)
 	}
 	s.returned = total
-	return fr, nil
+	return nil
 }
 
 // event reads a raw metav1.WatchEvent and fills ev, checking what
@@ -120,14 +131,17 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if len(body) == 0 {
 		return errProtoEmpty
 	}
-	if err := p.walk(msgWatchEvent, body, 0); err != nil {
-		return err
+	envelope := p.envelope(body)
+	if !envelope {
+		if err := p.walk(msgWatchEvent, body, 0); err != nil {
+			return err
+		}
 	}
-	typ := eventTypeOf(p.typ.in(body))
+	typ := eventTypeOf(p.field(pbKeepType, body))
 	if typ == 0 {
-		return &unknownTypeError{name: string(p.typ.in(body))}
+		return &unknownTypeError{name: string(p.field(pbKeepType, body))}
 	}
-	raw := p.raw.in(body)
+	raw := p.field(pbKeepRaw, body)
 	switch {
 	case len(raw) == 0:
 		return errNoRaw
@@ -136,123 +150,314 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	case len(raw) == len(protoPrefix):
 		return errEmptyBody
 	}
-	if err := p.walk(msgUnknown, raw[len(protoPrefix):], p.raw.start+len(protoPrefix)); err != nil {
-		return err
+	if !envelope {
+		if err := p.walk(msgUnknown, body[:p.kept[pbKeepRaw].end], p.kept[pbKeepRaw].start+len(protoPrefix)); err != nil {
+			return err
+		}
 	}
-	if p.kind.end == p.kind.start || !hasVersion(p.apiVersion.in(body)) {
+	object := p.kept[pbKeepObject]
+	if len(p.field(pbKeepKind, body)) == 0 || !hasVersion(p.field(pbKeepAPIVersion, body)) {
 		return errObjectTypeMeta
 	}
 	*ev = Event{Type: typ}
 	if typ == Error {
-		if err := p.walk(msgStatus, p.object.in(body), p.object.start); err != nil {
+		if err := p.walk(msgStatus, body[:object.end], object.start); err != nil {
 			return err
 		}
-		ev.setStatus(p.code, p.reason.in(body), p.retryAfter)
+		ev.setStatus(p.code, p.field(pbKeepReason, body), p.retryAfter)
 		return nil
 	}
-	if err := p.walk(msgObject, p.object.in(body), p.object.start); err != nil {
+	p.bookmark = typ == Bookmark
+	if err := p.walk(msgObject, body[:object.end], object.start); err != nil {
 		return err
 	}
-	ev.setResumePoint(p.rv.in(body), p.eventsEnd)
+	ev.setResumePoint(p.field(pbKeepResourceVersion, body), p.eventsEnd)
 	return nil
 }
 
-// walk reads the fields of message msg in b, which is body[base:] up to
-// the message's end, as its generated Unmarshal does, recording those the
-// scanner needs as spans of the body.
-func (p *protoScanner) walk(msg int, b []byte, base int) error {
-	table := wireTypes[msg]
-	for i := 0; i < len(b); {
-		pre := i
-		var wire uint64
-		if c := b[i]; c < 0x80 {
-			wire, i = uint64(c), i+1 // every tag the scanner records: one byte
-		} else {
+// envelope reads the event's envelope when it is laid out exactly as
+// kube-apiserver's serializer writes it, each field once, in order, with
+// one-byte tags and lengths of one or two bytes:
+//
+//	WatchEvent{1: type, 2: RawExtension{1: raw = "k8s\0" + Unknown{
+//		1: TypeMeta{1: apiVersion, 2: kind}, 2: object, 3: contentEncoding, 4: contentType}}}
+//
+// There walk would record the same spans and find nothing else and no
+// error: envelope records them and reports true. On any other layout it
+// records nothing and reports false, and walk reads the envelope field by
+// field. (event checks the type, the prefix and the kind either way.)
+func (p *protoScanner) envelope(body []byte) bool {
+	// Each field starts where the one before it ended (or, for the first
+	// field of a message, where the message's bytes start); a field that is
+	// not there puts the positions after it nowhere.
+	typeStart, typeEnd := pbTagged(body, 0, 0x0a)
+	extStart, extEnd := pbTagged(body, typeEnd, 0x12)
+	rawStart, rawEnd := pbTagged(body, extStart, 0x0a)
+	typeMetaStart, typeMetaEnd := pbTagged(body, rawStart+len(protoPrefix), 0x0a)
+	apiVersionStart, apiVersionEnd := pbTagged(body, typeMetaStart, 0x0a)
+	kindStart, kindEnd := pbTagged(body, apiVersionEnd, 0x12)
+	objectStart, objectEnd := pbTagged(body, typeMetaEnd, 0x12)
+	_, encodingEnd := pbTagged(body, objectEnd, 0x1a)
+	_, contentTypeEnd := pbTagged(body, encodingEnd, 0x22)
+	// Positions only grow along a message's fields: its last field ending
+	// exactly where it ends puts every field before it inside it.
+	if kindEnd != typeMetaEnd || contentTypeEnd != rawEnd || rawEnd != extEnd || extEnd != len(body) {
+		return false
+	}
+	p.kept[pbKeepType] = pbSpan{typeStart, typeEnd}
+	p.kept[pbKeepRaw] = pbSpan{rawStart, rawEnd}
+	p.kept[pbKeepAPIVersion] = pbSpan{apiVersionStart, apiVersionEnd}
+	p.kept[pbKeepKind] = pbSpan{kindStart, kindEnd}
+	p.kept[pbKeepObject] = pbSpan{objectStart, objectEnd}
+	return true
+}
+
+// pbTagged reads the field at b[i] if its tag is tag (one byte) and its
+// length one or two bytes, and returns the bounds of its bytes, which may
+// run past b (the caller checks). Otherwise, or when i is at or past the
+// end of b, it returns pbNowhere for both: no field starts there either.
+func pbTagged(b []byte, i int, tag byte) (start, end int) {
+	if i+1 >= len(b) || b[i] != tag {
+		return pbNowhere, pbNowhere
+	}
+	n := int(b[i+1])
+	if n < 0x80 {
+		return i + 2, i + 2 + n
+	}
+	if i+2 >= len(b) || b[i+2] >= 0x80 {
+		return pbNowhere, pbNowhere
+	}
+	return i + 3, i + 3 + (n&0x7f | int(b[i+2])<<7)
+}
+
+// pbNowhere is a position past any frame.
+const pbNowhere = 1 << 62
+
+// pbAction is what walk does with a field whose tag is one byte (field
+// numbers 1-15), the form of nearly every field it meets: a
+// length-delimited one with a length of one or two bytes is read inline,
+// without the general path (general) and its table lookups.
+type pbAction uint8
+
+const (
+	// pbGeneral: anything else (a field number the message reads as a
+	// varint, field 0, another wire type): general decides, as the
+	// generated code would.
+	pbGeneral pbAction = iota
+	// Fields kept (recorded in protoScanner.kept).
+	pbKeepType
+	pbKeepRaw
+	pbKeepAPIVersion
+	pbKeepKind
+	pbKeepObject
+	pbKeepResourceVersion
+	pbKeepReason
+	// pbSkip: a length-delimited field the scanner does not need (unknown
+	// to the message, or known and of no interest): skipped by its length.
+	pbSkip
+	// pbSkipVarint: a varint field the scanner does not need, of one or
+	// two bytes (ObjectMeta's generation).
+	pbSkipVarint
+	pbAnnotation
+	// Messages walked in turn (see pbEntered).
+	pbRawExtension
+	pbTypeMeta
+	pbObjectMeta
+	pbListMeta
+	pbStatusDetails
+)
+
+// pbEntered is the message each action from pbRawExtension on walks.
+var pbEntered = [...]int{
+	pbRawExtension:  msgRawExtension,
+	pbTypeMeta:      msgTypeMeta,
+	pbObjectMeta:    msgObjectMeta,
+	pbListMeta:      msgListMeta,
+	pbStatusDetails: msgStatusDetails,
+}
+
+// oneByteTags gives, for each message the scanner walks, the action for
+// each one-byte tag; for a known length-delimited field it is also what
+// general does with it. It must agree with wireTypes: an action other than
+// pbGeneral only where general would read a length (a varint, for
+// pbSkipVarint) and do the same.
+var oneByteTags = [msgCount][0x80]pbAction{
+	msgWatchEvent:    bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
+	msgRawExtension:  bytesFields(map[int]pbAction{1: pbKeepRaw}),
+	msgUnknown:       bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
+	msgTypeMeta:      bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
+	msgObject:        bytesFields(map[int]pbAction{1: pbObjectMeta}),
+	msgObjectMeta:    withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
+	msgStatus:        bytesFields(map[int]pbAction{1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral}),
+	msgListMeta:      bytesFields(map[int]pbAction{4: pbGeneral}),
+	msgStatusDetails: bytesFields(map[int]pbAction{5: pbGeneral}),
+}
+
+// bytesFields is a row of oneByteTags: the length-delimited fields 1-15
+// as given, the others skipped; every other tag general.
+func bytesFields(actions map[int]pbAction) [0x80]pbAction {
+	var row [0x80]pbAction
+	for num := 1; num < 16; num++ {
+		action, ok := actions[num]
+		if !ok {
+			action = pbSkip
+		}
+		row[num<<3|int(protowire.BytesType)] = action
+	}
+	return row
+}
+
+// withVarints is row with the varint fields nums skipped.
+func withVarints(row [0x80]pbAction, nums ...int) [0x80]pbAction {
+	for _, num := range nums {
+		row[num<<3|int(protowire.VarintType)] = pbSkipVarint
+	}
+	return row
+}
+
+// walk reads the fields of message msg, b[i:], as its generated Unmarshal
+// does, recording those the scanner needs as spans of b (positions in b
+// are positions in the frame's body: b is the body up to the message's
+// end). Nearly every field has a one-byte tag and a length under 16 KiB:
+// walk reads those inline, as the message's row of oneByteTags says; general
+// takes the rest.
+func (p *protoScanner) walk(msg int, b []byte, i int) error {
+	tags := &oneByteTags[msg]
+	for i < len(b) {
+		c := b[i]
+		action := tags[c&0x7f]
+		if c >= 0x80 || action == pbGeneral || i+1 == len(b) {
 			var err error
-			if wire, i, err = pbVarint(b, i); err != nil {
-				return err
-			}
-		}
-		num, typ := int32(wire>>3), protowire.Type(wire&7)
-		if typ == protowire.EndGroupType {
-			return errProtoEndGroup
-		}
-		if num <= 0 {
-			return errProtoTag
-		}
-		if int(num) >= len(table) || table[num] == 0 {
-			var err error
-			if i, err = skipField(b, pre, len(b)); err != nil {
+			if i, err = p.general(msg, b, i); err != nil {
 				return err
 			}
 			continue
 		}
-		if int8(typ)+1 != table[num] {
-			return errProtoWireType
+		// The length (or the varint) in one byte, or two.
+		start, end := i+2, i+2+int(b[i+1])
+		if b[i+1] >= 0x80 {
+			if i+2 == len(b) || b[i+2] >= 0x80 {
+				var err error
+				if i, err = p.general(msg, b, i); err != nil {
+					return err
+				}
+				continue
+			}
+			start, end = i+3, i+3+(int(b[i+1])&0x7f|int(b[i+2])<<7)
 		}
-		if typ == protowire.VarintType {
-			v, next, err := pbVarint(b, i)
-			if err != nil {
-				return err
-			}
-			i = next
-			switch {
-			case msg == msgStatus && num == 6:
-				p.code = int32(v)
-			case msg == msgStatusDetails && num == 5:
-				p.retryAfter = int32(v)
-			}
+		if action == pbSkipVarint {
+			i = start // read as a length, the varint ends where the bytes would start
 			continue
 		}
-		var start, end int
-		if i < len(b) && b[i] < 0x80 {
-			// A length under 128, the common case, inline.
-			start, end = i+1, i+1+int(b[i])
-			if end > len(b) {
-				return errProtoTruncated
-			}
-		} else {
-			var err error
-			if start, end, err = pbLength(b, i); err != nil {
-				return err
-			}
+		if end > len(b) {
+			return errProtoTruncated
 		}
 		i = end
-		field := pbSpan{base + start, base + end}
-		var err error
-		switch msg<<8 | int(num) {
-		case msgWatchEvent<<8 | 1:
-			p.typ = field
-		case msgWatchEvent<<8 | 2:
-			err = p.walk(msgRawExtension, b[start:end], field.start)
-		case msgRawExtension<<8 | 1:
-			p.raw = field
-		case msgUnknown<<8 | 1:
-			err = p.walk(msgTypeMeta, b[start:end], field.start)
-		case msgUnknown<<8 | 2:
-			p.object = field
-		case msgTypeMeta<<8 | 1:
-			p.apiVersion = field
-		case msgTypeMeta<<8 | 2:
-			p.kind = field
-		case msgObject<<8 | 1:
-			err = p.walk(msgObjectMeta, b[start:end], field.start)
-		case msgObjectMeta<<8 | 6:
-			p.rv = field
-		case msgObjectMeta<<8 | 12:
-			err = p.annotation(b, start, end)
-		case msgStatus<<8 | 1:
-			err = p.walk(msgListMeta, b[start:end], field.start)
-		case msgStatus<<8 | 4:
-			p.reason = field
-		case msgStatus<<8 | 5:
-			err = p.walk(msgStatusDetails, b[start:end], field.start)
+		if action == pbSkip {
+			continue
 		}
-		if err != nil {
+		if err := p.act(action, b, start, end); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// objectMeta walks an ObjectMeta, b[i:]. Its head as kube-apiserver's
+// serializer writes it (name, generateName, namespace, selfLink, uid,
+// resourceVersion, generation, creationTimestamp: fields 1 to 8, each once,
+// in order, with one-byte tags and lengths of one or two bytes) is read in
+// one pass, recording what walk would record there; walk reads the rest,
+// or the whole message when its head is laid out otherwise.
+func (p *protoScanner) objectMeta(b []byte, i int) error {
+	_, end := pbTagged(b, i, 1<<3|2)
+	_, end = pbTagged(b, end, 2<<3|2)
+	_, end = pbTagged(b, end, 3<<3|2)
+	_, end = pbTagged(b, end, 4<<3|2)
+	_, end = pbTagged(b, end, 5<<3|2)
+	rvStart, rvEnd := pbTagged(b, end, 6<<3|2)
+	end = pbNowhere
+	if rvEnd+2 < len(b) && b[rvEnd] == 7<<3 { // generation, a varint of one byte or two
+		switch {
+		case b[rvEnd+1] < 0x80:
+			end = rvEnd + 2
+		case b[rvEnd+2] < 0x80:
+			end = rvEnd + 3
+		}
+	}
+	if _, end = pbTagged(b, end, 8<<3|2); end <= len(b) {
+		p.kept[pbKeepResourceVersion] = pbSpan{rvStart, rvEnd}
+		i = end
+	}
+	return p.walk(msgObjectMeta, b, i)
+}
+
+// act does what action says with the field b[start:end] of a message that
+// ends with b.
+func (p *protoScanner) act(action pbAction, b []byte, start, end int) error {
+	switch {
+	case action == pbObjectMeta:
+		return p.objectMeta(b[:end], start)
+	case action >= pbRawExtension:
+		return p.walk(pbEntered[action], b[:end], start)
+	case action == pbAnnotation:
+		if p.bookmark {
+			return p.annotation(b, start, end)
+		}
+	case action >= pbKeepType && action <= pbKeepReason:
+		p.kept[action] = pbSpan{start, end}
+	}
+	return nil
+}
+
+// general reads the field of message msg that starts at b[i], where b ends
+// with the message, and returns the position after it: every case the
+// generated Unmarshal handles (multi-byte tags and lengths, varints, wrong
+// wire types, unknown fields of any wire type), for every message the
+// scanner walks.
+func (p *protoScanner) general(msg int, b []byte, i int) (int, error) {
+	table := wireTypes[msg]
+	pre := i
+	wire, i, err := pbVarint(b, i)
+	if err != nil {
+		return 0, err
+	}
+	num, typ := int32(wire>>3), protowire.Type(wire&7)
+	if typ == protowire.EndGroupType {
+		return 0, errProtoEndGroup
+	}
+	if num <= 0 {
+		return 0, errProtoTag
+	}
+	if int(num) >= len(table) || table[num] == 0 {
+		return skipField(b, pre, len(b))
+	}
+	if int8(typ)+1 != table[num] {
+		return 0, errProtoWireType
+	}
+	if typ == protowire.VarintType {
+		v, next, err := pbVarint(b, i)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case msg == msgStatus && num == 6:
+			p.code = int32(v)
+		case msg == msgStatusDetails && num == 5:
+			p.retryAfter = int32(v)
+		}
+		return next, nil
+	}
+	start, end, err := pbLength(b, i)
+	if err != nil {
+		return 0, err
+	}
+	action := pbSkip // every known field past 15 (ObjectMeta's managedFields)
+	if num < 16 {
+		action = oneByteTags[msg][num<<3|int32(protowire.BytesType)]
+	}
+	err = p.act(action, b, start, end)
+	return end, err
 }
 
 // annotation reads one ObjectMeta annotations map entry, b[i:end], as the

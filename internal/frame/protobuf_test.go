@@ -51,6 +51,14 @@ func annotation(key, value string) []byte {
 
 func rv(v string) []byte { return pbString(nil, 6, v) }
 
+// metaHead is the head of an ObjectMeta as the serializer writes it:
+// fields 1 to 8 in order (name, generateName, namespace, selfLink, uid,
+// resourceVersion, generation, creationTimestamp).
+func metaHead(resourceVersion string, generation uint64) []byte {
+	return cat(pbString(nil, 1, "a"), pbString(nil, 2, ""), pbString(nil, 3, "ns"), pbString(nil, 4, ""),
+		pbString(nil, 5, "uid"), rv(resourceVersion), pbVarintField(nil, 7, generation), pbString(nil, 8, ""))
+}
+
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 // protobufFrameCases are protobuf frames the serializer never writes; the
@@ -79,6 +87,15 @@ var protobufFrameCases = []struct {
 	{"later annotation entry wins",
 		pbEvent("BOOKMARK", "ConfigMap", objectWithMeta(cat(rv("3"), annotation("k8s.io/initial-events-end", "true"), annotation("k8s.io/initial-events-end", "false")))),
 		[]Event{{Type: Bookmark, ResourceVersion: []byte("3")}}, io.EOF},
+	{"the serializer's ObjectMeta head, then a later resourceVersion",
+		pbEvent("MODIFIED", "ConfigMap", objectWithMeta(cat(metaHead("7", 300), rv("9")))),
+		[]Event{{Type: Modified, ResourceVersion: []byte("9")}}, io.EOF},
+	{"the serializer's ObjectMeta head, then the initial-events-end annotation",
+		pbEvent("BOOKMARK", "ConfigMap", objectWithMeta(cat(metaHead("7", 1), annotation("k8s.io/initial-events-end", "true")))),
+		[]Event{{Type: Bookmark, ResourceVersion: []byte("7"), InitialEventsEnd: true}}, io.EOF},
+	{"an ObjectMeta head with a field missing",
+		pbEvent("ADDED", "ConfigMap", objectWithMeta(cat(pbString(nil, 1, "a"), pbString(nil, 3, "ns"), rv("4"), pbVarintField(nil, 7, 1), pbString(nil, 8, "")))),
+		[]Event{{Type: Added, ResourceVersion: []byte("4")}}, io.EOF},
 	{"status fields",
 		pbEvent("ERROR", "Status", cat(pbString(nil, 4, "TooManyRequests"), pbVarintField(nil, 6, 429), pbMessage(nil, 5, pbVarintField(nil, 5, 9)))),
 		[]Event{{Type: Error, Code: 429, Reason: "TooManyRequests", RetryAfterSeconds: 9, HasRetryAfter: true}}, io.EOF},

@@ -85,22 +85,32 @@ func (s *Scanner) Reset(r io.Reader) {
 //
 // Every error is final: later calls return it again.
 func (s *Scanner) Next() (Frame, error) {
+	var f Frame
+	err := s.Scan(&f)
+	return f, err
+}
+
+// Scan is Next writing the frame into f, which it overwrites whole (with
+// the zero Frame on an error): a caller that reads a frame per call saves
+// copying one.
+func (s *Scanner) Scan(f *Frame) error {
 	if s.err != nil {
-		return Frame{}, s.err
+		*f = Frame{}
+		return s.err
 	}
 	s.consume(s.returned)
 	s.returned = 0
-	var f Frame
 	var err error
 	switch s.encoding {
 	case JSON:
-		f, err = s.nextJSON()
+		*f, err = s.nextJSON()
 	case Protobuf:
-		f, err = s.nextProtobuf()
+		err = s.nextProtobuf(f)
 	case CBOR:
-		f, err = s.nextCBOR()
+		*f, err = s.nextCBOR()
 	default:
-		return Frame{}, s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
+		*f = Frame{}
+		return s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
 	}
 	if s.lent.active {
 		if s.needMore {
@@ -108,11 +118,12 @@ func (s *Scanner) Next() (Frame, error) {
 			// from where the scan stopped (positions are frame-relative).
 			s.needMore, s.err, s.trailing = false, nil, nil
 			s.json.resume = true
-			return Frame{}, ErrNeedMore
+			*f = Frame{}
+			return ErrNeedMore
 		}
 		s.lent.delivered = s.lent.delivered || err == nil
 	}
-	return f, err
+	return err
 }
 
 // Trailing returns the separator bytes (JSON whitespace) read after the last
