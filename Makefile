@@ -62,8 +62,7 @@ bench:
 ## loopback HTTP/1.1 and TLS HTTP/2 and client-go's in-memory decode, plain and through kretry
 ## interleaved pair by pair in one process (kretry/plain per run: the median of its pairs), with a
 ## fixed number of pairs per run (-benchtime Nx: a few seconds' worth, the same for every run) and 5
-## runs; then kretry's raw pass over a stream with 8 KiB reads. On a shared machine run it under the
-## lock that heavy runs take: flock /tmp/kretry-cpu.lock make bench-watch.
+## runs; then kretry's raw pass over a stream with 8 KiB reads. Run it with nothing else running.
 PAIRS := TypedWatchPair/.*/protobuf/1KiB:100 TypedWatchPair/.*/protobuf/64KiB:10 TypedWatchPair/.*/json/1KiB:20 \
 	TypedWatchPair/.*/json/64KiB:2 DecodePair/protobuf/1KiB:40 DecodePair/json/1KiB:40 DecodePair/.*/64KiB:5
 bench-watch:
