@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -54,21 +53,9 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 
 	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
 	ns := "expired-everywhere"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := admin.CoreV1().ConfigMaps(ns)
-	for i := range 5 {
-		if _, err := cms.Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ls, err := listStart(ctx, cms)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cms, ls := seedNamespace(ctx, t, admin, ns, 5)
 
-	retries := &retryLog{}
+	retries := &kretryLog{began: time.Now()}
 	kcfg := &transport.Config{Observer: retries}
 	began := time.Now()
 	rawClient := newClientWith(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)), kcfg)
@@ -83,17 +70,7 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	current := func(ctx context.Context) (state, error) {
-		l, err := cms.List(ctx, metav1.ListOptions{}) // consistent read
-		if err != nil {
-			return nil, err
-		}
-		s := state{}
-		for _, cm := range l.Items {
-			s[cm.Name] = cm.ResourceVersion
-		}
-		return s, nil
-	}
+	current := func(ctx context.Context) (state, error) { return configMapState(ctx, cms) }
 	if _, err := convergeTo(ctx, inf, current, 30*time.Second); err != nil {
 		t.Fatalf("informer before the restart: %v", err)
 	}
@@ -194,41 +171,5 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-	}
-}
-
-// retryLog is a transport.Observer counting kretry's retries and resumes from a mark on, and
-// among them those of a 410 (transport.ReasonExpiredResume).
-type retryLog struct {
-	mu             sync.Mutex
-	marked         bool
-	total, expired int
-}
-
-func (l *retryLog) mark() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.marked = true
-}
-
-func (l *retryLog) since() (expired, total int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.expired, l.total
-}
-
-func (l *retryLog) ObserveAttempt(transport.AttemptEvent)      {}
-func (l *retryLog) ObserveGiveUp(transport.GiveUpEvent)        {}
-func (l *retryLog) ObserveBudgetRefusal(transport.BudgetEvent) {}
-
-func (l *retryLog) ObserveRetry(e transport.RetryEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.marked {
-		return
-	}
-	l.total++
-	if e.Reason == transport.ReasonExpiredResume {
-		l.expired++
 	}
 }

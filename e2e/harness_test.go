@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -313,7 +314,12 @@ func adminClient(server int) *kubernetes.Clientset {
 }
 
 func serverState(ctx context.Context, server int, ns string) (state, error) {
-	list, err := adminClient(server).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}) // consistent read
+	return configMapState(ctx, adminClient(server).CoreV1().ConfigMaps(ns))
+}
+
+// configMapState is the ConfigMaps cms reaches, by a consistent LIST: name -> resourceVersion.
+func configMapState(ctx context.Context, cms typedcorev1.ConfigMapInterface) (state, error) {
+	list, err := cms.List(ctx, metav1.ListOptions{}) // consistent read
 	if err != nil {
 		return nil, err
 	}
@@ -444,4 +450,82 @@ func stockAndKretry(t *testing.T, body func(t *testing.T, withKretry bool) figur
 				f.Caller.InitialFetches(), f.Wire, f.Writes, f.Converged, f.Converge, f.Note)
 		})
 	}
+}
+
+// kretryLog is a transport.Observer of one client's kretry: it keeps the give-ups (named when a
+// watcher ends early), counts the retries and resumes from a mark on, those of a 410 apart, and
+// with trace set logs every attempt, retry and give-up with the time since began.
+type kretryLog struct {
+	began time.Time
+	name  string                           // the client, in trace lines
+	trace func(format string, args ...any) // nil: no trace
+
+	mu               sync.Mutex
+	giveUps          []string
+	marked           bool
+	retries, expired int
+}
+
+func (l *kretryLog) at() time.Duration { return time.Since(l.began).Round(time.Millisecond) }
+
+func (l *kretryLog) logf(format string, args ...any) {
+	if l.trace != nil {
+		l.trace("trace %v %s: "+format, append([]any{l.at(), l.name}, args...)...)
+	}
+}
+
+func (l *kretryLog) ObserveAttempt(e transport.AttemptEvent) {
+	l.logf("attempt %s %s %d", e.Verb, e.Outcome, e.Code)
+}
+
+func (l *kretryLog) ObserveRetry(e transport.RetryEvent) {
+	l.logf("retry %s %s code %d wait %v resume %v", e.Verb, e.Reason, e.Code, e.Wait.Round(time.Millisecond), e.Resume)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.marked {
+		return
+	}
+	l.retries++
+	if e.Reason == transport.ReasonExpiredResume {
+		l.expired++
+	}
+}
+
+func (l *kretryLog) ObserveGiveUp(e transport.GiveUpEvent) {
+	line := fmt.Sprintf("at %v: %s %s after %d attempts in %v", l.at(), e.Verb, e.Reason, e.Attempts, e.Elapsed.Round(time.Millisecond))
+	l.logf("give-up %s", line)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.giveUps = append(l.giveUps, line)
+}
+
+func (l *kretryLog) ObserveBudgetRefusal(e transport.BudgetEvent) {
+	l.logf("budget refused %s %s", e.Verb, e.Reason)
+}
+
+// mark starts the count of retries.
+func (l *kretryLog) mark() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marked = true
+}
+
+// since returns the retries and resumes since mark, and how many of them were of a 410.
+func (l *kretryLog) since() (expired, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expired, l.retries
+}
+
+// String lists the give-ups, or says "none".
+func (l *kretryLog) String() string {
+	if l == nil {
+		return "none"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.giveUps) == 0 {
+		return "none"
+	}
+	return strings.Join(l.giveUps, "; ")
 }

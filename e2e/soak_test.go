@@ -123,7 +123,7 @@ func TestSoak(t *testing.T) {
 		for range soakWatchersPerNS {
 			cfg := ownConnections(cluster.ConfigFor(proxy.Addr(), apiserver.Admin))
 			withContentType(cfg, false) // the injector's ERROR events go into JSON streams
-			giveUps := &giveUpLog{began: began}
+			giveUps := &kretryLog{began: began}
 			c := newClientWith(cfg, &transport.Config{Observer: giveUps})
 			sw, err := startSoakWatcher(ctx, t, began, ns, c.kube().CoreV1().ConfigMaps(ns))
 			if err != nil {
@@ -464,7 +464,7 @@ func (si *soakInformer) problems() []string {
 // resourceVersion (the end asked for); any other end is a failure.
 type soakWatcher struct {
 	ns      string
-	giveUps *giveUpLog // what its transport handed over, named when it ends early
+	giveUps *kretryLog // what its transport handed over, named when it ends early
 	cms     typedcorev1.ConfigMapInterface
 	stop    chan struct{}
 	done    chan struct{}
@@ -569,35 +569,4 @@ func (sw *soakWatcher) stopAndWait() {
 		close(sw.stop)
 	}
 	<-sw.done
-}
-
-// giveUpLog is a transport.Observer that keeps the give-ups of one client's transport, so that
-// a raw watcher that ends early says why kretry stopped.
-type giveUpLog struct {
-	began time.Time
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *giveUpLog) ObserveAttempt(transport.AttemptEvent)      {}
-func (l *giveUpLog) ObserveRetry(transport.RetryEvent)          {}
-func (l *giveUpLog) ObserveBudgetRefusal(transport.BudgetEvent) {}
-
-func (l *giveUpLog) ObserveGiveUp(e transport.GiveUpEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf("at %v: %s %s after %d attempts in %v",
-		time.Since(l.began).Round(time.Millisecond), e.Verb, e.Reason, e.Attempts, e.Elapsed.Round(time.Millisecond)))
-}
-
-func (l *giveUpLog) String() string {
-	if l == nil {
-		return "none"
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.lines) == 0 {
-		return "none"
-	}
-	return strings.Join(l.lines, "; ")
 }

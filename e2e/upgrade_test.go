@@ -179,19 +179,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 
 	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
 	ns := fmt.Sprintf("upgrade-%s-%d", p.Name, run)
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cms := admin.CoreV1().ConfigMaps(ns)
-	for i := range 20 {
-		if _, err := cms.Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ls, err := listStart(ctx, cms)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cms, ls := seedNamespace(ctx, t, admin, ns, 20)
 	start, gens, listRV := ls.state, ls.gens, ls.rv
 
 	began := time.Now()
@@ -208,7 +196,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 			if withKretry {
 				kcfg = &transport.Config{}
 				if os.Getenv(upgradeTraceEnv) != "" {
-					kcfg.Observer = &traceObserver{t: t, began: began, name: kind}
+					kcfg.Observer = &kretryLog{began: began, name: kind, trace: t.Logf}
 				}
 			}
 			uc := &upgradeClient{Name: name, Kind: kind, c: newClientWith(cfg, kcfg)}
@@ -248,17 +236,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 	w.Stop()
 	writerStopped := time.Now()
 	writes, fails, _ := w.Stats()
-	finalState := func(ctx context.Context) (state, error) {
-		l, err := cms.List(ctx, metav1.ListOptions{}) // consistent read
-		if err != nil {
-			return nil, err
-		}
-		s := state{}
-		for _, cm := range l.Items {
-			s[cm.Name] = cm.ResourceVersion
-		}
-		return s, nil
-	}
+	finalState := func(ctx context.Context) (state, error) { return configMapState(ctx, cms) }
 	final, err := finalState(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -447,6 +425,26 @@ type listed struct {
 }
 
 // listStart LISTs cms (a consistent read) for a raw watcher to start from.
+// seedNamespace creates ns with n ConfigMaps, seed-0 to seed-(n-1), and returns its ConfigMaps
+// and a LIST of them.
+func seedNamespace(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string, n int) (typedcorev1.ConfigMapInterface, listed) {
+	t.Helper()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := admin.CoreV1().ConfigMaps(ns)
+	for i := range n {
+		if _, err := cms.Create(ctx, cmwriter.ConfigMap(fmt.Sprintf("seed-%d", i), 0), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := listStart(ctx, cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cms, ls
+}
+
 func listStart(ctx context.Context, cms typedcorev1.ConfigMapInterface) (listed, error) {
 	list, err := cms.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -487,30 +485,4 @@ func (rw *rawWatcher) closesSnapshot() []rawClose {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	return append([]rawClose(nil), rw.closes...)
-}
-
-// traceObserver logs every attempt and retry of one kretry client (KRETRY_UPGRADE_TRACE), the
-// timeline behind a figure.
-type traceObserver struct {
-	t     *testing.T
-	began time.Time
-	name  string
-}
-
-func (o *traceObserver) at() time.Duration { return time.Since(o.began).Round(time.Millisecond) }
-
-func (o *traceObserver) ObserveAttempt(e transport.AttemptEvent) {
-	o.t.Logf("trace %v %s: attempt %s %s %d", o.at(), o.name, e.Verb, e.Outcome, e.Code)
-}
-
-func (o *traceObserver) ObserveRetry(e transport.RetryEvent) {
-	o.t.Logf("trace %v %s: retry %s %s code %d wait %v resume %v", o.at(), o.name, e.Verb, e.Reason, e.Code, e.Wait.Round(time.Millisecond), e.Resume)
-}
-
-func (o *traceObserver) ObserveGiveUp(e transport.GiveUpEvent) {
-	o.t.Logf("trace %v %s: give-up %s %s after %d attempts", o.at(), o.name, e.Verb, e.Reason, e.Attempts)
-}
-
-func (o *traceObserver) ObserveBudgetRefusal(e transport.BudgetEvent) {
-	o.t.Logf("trace %v %s: budget refused %s %s", o.at(), o.name, e.Verb, e.Reason)
 }
