@@ -68,14 +68,15 @@ const upgradeRounds = 2
 // profile: each informer fetched its initial state once, the raw watcher never ended and saw
 // every change. kretry, cloud profile: a resume that lands on the freshly restarted
 // kube-apiserver gets 410 (its watch cache begins after the resume point, the other server's
-// does not); kretry retries that 410 on a new connection a bounded number of times, and when
-// every retry lands on the fresh server again the 410 reaches the caller as any 410 does. So a
-// relist and an ended raw watcher stay possible (five runs: docs/e2e-rolling-upgrade.md), and
-// the test asserts only what holds anyway: no event lost or repeated before that 410, and a
-// raw watcher ends only on one.
+// does not); kretry retries that 410 on up to six new connections within 3 s, and when every
+// one lands on the fresh server again (about one resume in 64 behind round robin) the 410
+// reaches the caller as any 410 does. So a relist and an ended raw watcher stay possible, if
+// rare (five runs without one: docs/e2e-rolling-upgrade.md), and the test asserts only what
+// holds anyway: no event lost or repeated before that 410, and a raw watcher ends only on one.
 //
 // KRETRY_UPGRADE_RUNS=5 repeats each profile; KRETRY_UPGRADE_BALANCE=leastconn changes the
-// balancer. One line per run goes to .apiserver/e2e-upgrade-figures.txt.
+// balancer; KRETRY_UPGRADE_TRACE=1 logs every attempt and retry of kretry's clients. One line per
+// run goes to .apiserver/e2e-upgrade-figures.txt.
 func TestRollingUpgrade(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
