@@ -125,11 +125,10 @@ func TestSoak(t *testing.T) {
 			withContentType(cfg, false) // the injector's ERROR events go into JSON streams
 			giveUps := &kretryLog{began: began}
 			c := newClientWith(cfg, &transport.Config{Observer: giveUps})
-			sw, err := startSoakWatcher(ctx, t, began, ns, c.kube().CoreV1().ConfigMaps(ns))
+			sw, err := startSoakWatcher(ctx, t, began, ns, c.kube().CoreV1().ConfigMaps(ns), giveUps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sw.giveUps = giveUps
 			watchers = append(watchers, sw)
 		}
 	}
@@ -479,12 +478,12 @@ type soakWatchResult struct {
 	problems         []string
 }
 
-func startSoakWatcher(ctx context.Context, t *testing.T, began time.Time, ns string, cms typedcorev1.ConfigMapInterface) (*soakWatcher, error) {
+func startSoakWatcher(ctx context.Context, t *testing.T, began time.Time, ns string, cms typedcorev1.ConfigMapInterface, giveUps *kretryLog) (*soakWatcher, error) {
 	ls, err := listStart(ctx, cms)
 	if err != nil {
 		return nil, err
 	}
-	sw := &soakWatcher{ns: ns, cms: cms, stop: make(chan struct{}), done: make(chan struct{}),
+	sw := &soakWatcher{ns: ns, giveUps: giveUps, cms: cms, stop: make(chan struct{}), done: make(chan struct{}),
 		replay: newReplayer(ls.state, ls.gens, ls.rv)}
 	go sw.run(began, ls.resourceVersion)
 	t.Cleanup(sw.stopAndWait)

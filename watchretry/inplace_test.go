@@ -197,15 +197,14 @@ func TestBreakInPlaceIsOneBreak(t *testing.T) {
 }
 
 // readsOf reads r with slices of exactly size bytes, as io.Copy does.
-func readsOf(r io.Reader, size int) io.Reader { return &sizedReads{r: r, size: size} }
+func readsOf(r io.Reader, size int) io.Reader { return &sizedReads{r: r, buf: make([]byte, size)} }
 
 type sizedReads struct {
-	r    io.Reader
-	size int
+	r   io.Reader
+	buf []byte
 }
 
 func (s *sizedReads) Read(p []byte) (int, error) {
-	buf := make([]byte, s.size)
-	n, err := s.r.Read(buf)
-	return copy(p, buf[:n]), err
+	n, err := s.r.Read(s.buf)
+	return copy(p, s.buf[:n]), err
 }

@@ -44,16 +44,17 @@ type GoneDecision struct {
 // in front of two apiservers a new connection reaches the fresh one again
 // about every other time: three new connections left one resume in eight
 // on it, relisting (TestRollingUpgrade, cloud profile, five runs); six
-// leave one in 64. Only a resume that reached an
-// apiserver within expiredRetryBound of the lost connection is retried: an
-// apiserver restarting behind a balancer is one of several, and the resume
-// reaches another one, or the restarted one straight after its start, in
-// the second or so a balancer takes to try a backend that is gone (1.2 s
-// measured behind HAProxy). A client that met refused or failing reopens
-// for longer was cut off from every apiserver it can reach: one restarted
-// alone, or a control plane down, after which every watch cache starts past
-// its resume point and retries would only add a request per client to the
-// herd that relists (`make fleet`).
+// leave one in 64.
+//
+// Only a resume that reached an apiserver within expiredRetryBound of the
+// lost connection is retried: an apiserver restarting behind a balancer is
+// one of several, and the resume reaches another one, or the restarted one
+// straight after its start, in the second or so a balancer takes to try a
+// backend that is gone (1.2 s measured behind HAProxy). A client that met
+// refused or failing reopens for longer was cut off from every apiserver it
+// can reach: one restarted alone, or a control plane down, after which
+// every watch cache starts past its resume point and retries would only add
+// a request per client to the herd that relists (`make fleet`).
 const (
 	maxExpiredRetries = 6
 	expiredRetryBound = 3 * time.Second
@@ -89,12 +90,12 @@ type expiredRun struct {
 // expiredRetryBound of the loss, is retried at once on a new connection, on
 // up to maxExpiredRetries new connections within expiredRetryBound of the
 // first 410 (a retry that rode the previous 410's connection, see
-// Expiry.Connection, is not counted), under the retry budget and the caller's deadline, as long as
-// the watch cache it reaches names the same oldest resourceVersion (the
-// same fresh apiserver again): a different one means a second apiserver
-// lacks the resume point too, an expiry everywhere, and a message that is
-// not the watch cache's (etcd's own compaction) is authoritative. Progress
-// starts the count over.
+// Expiry.Connection, is not counted), under the retry budget and the
+// caller's deadline, as long as the watch cache it reaches names the same
+// oldest resourceVersion (the same fresh apiserver again): a different one
+// means a second apiserver lacks the resume point too, an expiry
+// everywhere, and a message that is not the watch cache's (etcd's own
+// compaction) is authoritative. Progress starts the count over.
 //
 // Any other 410 is held for a draw from [0, min(step, maxGoneHold)), step
 // being the backoff the current run reached: zero when the run did not grow
