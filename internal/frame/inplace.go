@@ -69,5 +69,5 @@ func (s *Scanner) lentFill() bool {
 		s.needMore = true
 		return false
 	}
-	return s.read()
+	return s.read(len(s.buf))
 }

@@ -96,7 +96,7 @@ func (p *protoScanner) reset() { *p = protoScanner{} }
 // nextProtobuf is Scan for protobuf streams.
 func (s *Scanner) nextProtobuf(f *Frame) error {
 	for s.end-s.start < 4 {
-		if !s.fill() {
+		if !s.fillFrame(s.large) {
 			*f = Frame{}
 			return s.endOfStream(s.end > s.start)
 		}
@@ -108,10 +108,14 @@ func (s *Scanner) nextProtobuf(f *Frame) error {
 	}
 	total := 4 + int(size)
 	for s.end-s.start < total {
-		if !s.fill() {
+		if !s.fillFrame(total) {
 			*f = Frame{}
 			return s.endOfStream(true)
 		}
+	}
+	s.large = 0
+	if total >= largeFrame {
+		s.large = total
 	}
 	f.Raw = s.buf[s.start : s.start+total]
 	if err := s.proto.event(f.Raw[4:], &f.Event); err != nil {
@@ -120,6 +124,34 @@ func (s *Scanner) nextProtobuf(f *Frame) error {
 	}
 	s.returned = total
 	return nil
+}
+
+// largeFrame is the length from which a protobuf frame is read on its own
+// (see fillFrame).
+const largeFrame = 16 << 10
+
+// fillFrame is fill for the protobuf frame that starts at s.start, of
+// total bytes (its length prefix included; before the prefix is read, the
+// last frame's length stands in for it). A frame of at least largeFrame
+// bytes is read into a place in the buffer it fits in, and no further than
+// its last byte: were reads to run on into the next frame, that frame would
+// reach the end of the buffer and be moved to its front, copied once more
+// than the frames client-go's framer reads without kretry (one read each,
+// of the frame's length). A run of such frames is read one frame a read,
+// each to the front of the buffer, and never moved. Smaller frames are read
+// as many a read as the buffer holds.
+func (s *Scanner) fillFrame(total int) bool {
+	if total < largeFrame || s.readErr != nil || s.lent.active {
+		return s.fill()
+	}
+	if s.start > 0 && s.start+total > len(s.buf) {
+		// Moved now, while little of it is in, rather than once the buffer
+		// is full of it.
+		s.end = copy(s.buf, s.buf[s.start:s.end])
+		s.start = 0
+	}
+	s.makeRoom()
+	return s.read(min(len(s.buf), max(s.start+total, s.end+1)))
 }
 
 // event reads a raw metav1.WatchEvent and fills ev, checking what

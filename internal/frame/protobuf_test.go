@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"strconv"
 	"testing"
+	"testing/iotest"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -245,3 +247,110 @@ func TestEventTypeString(t *testing.T) {
 		t.Error("Encoding.String")
 	}
 }
+
+// readsAt is an io.Reader over a stream that records where in memory it
+// wrote each stream offset and the length of each slice it was asked to
+// fill, which it fills whole while bytes remain.
+type readsAt struct {
+	r     *bytes.Reader
+	reads []readAt
+}
+
+type readAt struct {
+	offset int64 // of the stream, written to p[0]
+	p      []byte
+	n      int
+}
+
+func (r *readsAt) Read(p []byte) (int, error) {
+	offset, _ := r.r.Seek(0, io.SeekCurrent)
+	n, err := r.r.Read(p)
+	r.reads = append(r.reads, readAt{offset: offset, p: p, n: n})
+	return n, err
+}
+
+// wroteTo reports where the read that delivered stream offset o wrote it.
+func (r *readsAt) wroteTo(o int64) *byte {
+	for _, rd := range r.reads {
+		if o >= rd.offset && o < rd.offset+int64(rd.n) {
+			return &rd.p[o-rd.offset]
+		}
+	}
+	return nil
+}
+
+// TestLargeProtobufFramesAreNotMoved checks how a protobuf stream of large
+// frames is read when the connection has every byte at hand: each frame
+// after the first is returned where the read from the connection put it
+// (no byte of it moved within the buffer: a copy client-go's framer does
+// not make), and a run of frames of one length is read a frame a read.
+// Frames of other lengths in between are scanned as client-go decodes them.
+func TestLargeProtobufFramesAreNotMoved(t *testing.T) {
+	var events []watchEvent
+	for i := range 12 {
+		events = append(events, watchEvent{"MODIFIED", configMap("large", strconv.Itoa(100+i), 64<<10)})
+	}
+	run := encodeEvents(t, Protobuf, events...)
+	frameLen := len(run) / len(events)
+	if frameLen < largeFrame || len(run)%len(events) != 0 {
+		t.Fatalf("the run's frames are not all %d bytes long", frameLen)
+	}
+
+	src := &readsAt{r: bytes.NewReader(run)}
+	sc := NewScanner(src, Protobuf, 0)
+	for i := range events {
+		f, err := sc.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if want := strconv.Itoa(100 + i); string(f.Event.ResourceVersion) != want {
+			t.Fatalf("frame %d: resourceVersion %q; want %q", i, f.Event.ResourceVersion, want)
+		}
+		// The first frame is read as the buffer grows to hold it.
+		if i > 0 {
+			o := int64(i * frameLen)
+			if &f.Raw[0] != src.wroteTo(o) || &f.Raw[len(f.Raw)-1] != src.wroteTo(o+int64(frameLen)-1) {
+				t.Errorf("frame %d was moved in the buffer after it was read", i)
+			}
+		}
+	}
+	reads := src.reads
+	for len(reads) > 0 && reads[0].offset < int64(frameLen) {
+		reads = reads[1:]
+	}
+	if len(reads) < len(events)-1 {
+		t.Fatalf("%d reads after the first frame; want one for each of the %d frames after it", len(reads), len(events)-1)
+	}
+	for i, rd := range reads[:len(events)-1] {
+		if len(rd.p) != frameLen || rd.offset != int64((i+1)*frameLen) {
+			t.Fatalf("read %d after the first frame asked for %d bytes at offset %d; want a frame, %d bytes at %d", i, len(rd.p), rd.offset, frameLen, (i+1)*frameLen)
+		}
+	}
+
+	// Lengths that change: larger, smaller, small, large again.
+	mixed := encodeEvents(t, Protobuf,
+		watchEvent{"MODIFIED", configMap("a", "1", 40<<10)},
+		watchEvent{"MODIFIED", configMap("b", "2", 200<<10)},
+		watchEvent{"MODIFIED", configMap("c", "3", 20<<10)},
+		watchEvent{"ADDED", configMap("d", "4", 100)},
+		watchEvent{"MODIFIED", configMap("e", "5", 17<<10)},
+		watchEvent{"MODIFIED", configMap("f", "6", 90<<10)},
+		watchEvent{"DELETED", configMap("g", "7", 1<<10)},
+		watchEvent{"MODIFIED", configMap("h", "8", 90<<10)},
+	)
+	compareWithOracle(t, Protobuf, mixed)
+	for _, chunk := range []int{1, 3, 4096, 16 << 10, 70 << 10} {
+		frames, raw, _, err := scanAll(t, iotest.HalfReader(&limitedReads{r: bytes.NewReader(mixed), n: chunk}), Protobuf, 0)
+		if err != io.EOF || len(frames) != 8 || !bytes.Equal(raw, mixed) {
+			t.Fatalf("chunks of %d: %d frames, err %v, raw equal: %v", chunk, len(frames), err, bytes.Equal(raw, mixed))
+		}
+	}
+}
+
+// limitedReads returns at most n bytes a read.
+type limitedReads struct {
+	r io.Reader
+	n int
+}
+
+func (c *limitedReads) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }

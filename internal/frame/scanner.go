@@ -40,6 +40,11 @@ type Scanner struct {
 
 	lent     lent // set between Lend and Return
 	needMore bool // a lent buffer ran out: Next returns ErrNeedMore
+
+	// large is the length of the last protobuf frame (its prefix included)
+	// if it was at least largeFrame, else 0: the next frame's length is
+	// likely the same (see fillFrame).
+	large int
 }
 
 // NewScanner returns a Scanner that reads frames of the given encoding from r.
@@ -65,6 +70,7 @@ func (s *Scanner) Reset(r io.Reader) {
 		s.buf, s.lent = s.lent.own, lent{}
 	}
 	s.needMore = false
+	s.large = 0
 	s.json.reset()
 	s.proto.reset()
 	s.cbor.reset()
@@ -144,8 +150,7 @@ func (s *Scanner) consume(n int) {
 
 // fill reads from r once, first making room at the end of the buffer if
 // there is none. It returns false when no more bytes will come: the reader's
-// error is then in s.readErr. The buffer grows by doubling as bytes arrive,
-// never on the word of a length prefix alone.
+// error is then in s.readErr.
 func (s *Scanner) fill() bool {
 	if s.readErr != nil {
 		return false
@@ -153,24 +158,33 @@ func (s *Scanner) fill() bool {
 	if s.lent.active {
 		return s.lentFill()
 	}
-	if s.end == len(s.buf) {
-		buffered := s.end - s.start
-		if s.start > 0 && buffered <= len(s.buf)/2 {
-			copy(s.buf, s.buf[s.start:s.end])
-		} else {
-			grown := make([]byte, max(2*len(s.buf), initialBufferSize))
-			copy(grown, s.buf[s.start:s.end])
-			s.buf = grown
-		}
-		s.start, s.end = 0, buffered
-	}
-	return s.read()
+	s.makeRoom()
+	return s.read(len(s.buf))
 }
 
-// read reads from r once into the free end of the buffer.
-func (s *Scanner) read() bool {
+// makeRoom moves the buffered bytes to the front of the buffer when it is
+// full and they take at most half of it, and otherwise grows it when it is
+// full: the buffer grows by doubling as bytes arrive, never on the word of
+// a length prefix alone.
+func (s *Scanner) makeRoom() {
+	if s.end < len(s.buf) {
+		return
+	}
+	buffered := s.end - s.start
+	if s.start > 0 && buffered <= len(s.buf)/2 {
+		copy(s.buf, s.buf[s.start:s.end])
+	} else {
+		grown := make([]byte, max(2*len(s.buf), initialBufferSize))
+		copy(grown, s.buf[s.start:s.end])
+		s.buf = grown
+	}
+	s.start, s.end = 0, buffered
+}
+
+// read reads from r once into the free bytes of the buffer before limit.
+func (s *Scanner) read(limit int) bool {
 	for range maxEmptyReads {
-		n, err := s.r.Read(s.buf[s.end:])
+		n, err := s.r.Read(s.buf[s.end:limit])
 		s.end += n
 		if err != nil {
 			s.readErr = err
