@@ -141,7 +141,15 @@ const largeFrame = 16 << 10
 // each to the front of the buffer, and never moved. Smaller frames are read
 // as many a read as the buffer holds.
 func (s *Scanner) fillFrame(total int) bool {
-	if total < largeFrame || s.readErr != nil || s.lent.active {
+	if total >= largeFrame {
+		return s.fillLarge(total)
+	}
+	return s.fill()
+}
+
+// fillLarge is fillFrame for a frame of at least largeFrame bytes.
+func (s *Scanner) fillLarge(total int) bool {
+	if s.readErr != nil || s.lent.active {
 		return s.fill()
 	}
 	if s.start > 0 && s.start+total > len(s.buf) {
