@@ -61,21 +61,23 @@ bench:
 ## bench-watch: the per-event figures BENCHMARKS.md leads with: a typed clientset's Watch() over
 ## loopback HTTP/1.1 and TLS HTTP/2 and client-go's in-memory decode, plain and through kretry
 ## interleaved pair by pair in one process (kretry/plain per run: the median of its pairs), with a
-## fixed number of pairs per run (-benchtime Nx: a few seconds' worth, the same for every run) and 5
+## fixed number of pairs per run (-benchtime Nx, the same for every run; more where pairs spread more) and 5
 ## runs; then kretry's raw pass over a stream with 8 KiB reads. Run it with nothing else running.
-PAIRS := TypedWatchPair/.*/protobuf/1KiB:100 TypedWatchPair/.*/protobuf/64KiB:10 TypedWatchPair/.*/json/1KiB:20 \
-	TypedWatchPair/.*/json/64KiB:2 DecodePair/protobuf/1KiB:40 DecodePair/json/1KiB:40 DecodePair/.*/64KiB:5
+PAIRS := TypedWatchPair/.*/protobuf/1KiB:100 TypedWatchPair/.*/protobuf/64KiB:60 TypedWatchPair/.*/json/1KiB:20 \
+	TypedWatchPair/.*/json/64KiB:3 DecodePair/protobuf/1KiB:40 DecodePair/json/1KiB:40 DecodePair/protobuf/64KiB:20 \
+	DecodePair/json/64KiB:3
 bench-watch:
 	$(GO) test -c -o transport.bench.test ./transport/
 	$(GO) test -c -o watchretry.bench.test ./watchretry/
 	$(GO) test -c -o frame.bench.test ./internal/frame/
-	@set -e; : > bench-watch.txt; for pair in $(PAIRS); do \
+	@set -e; echo "# start: $$(cat /proc/loadavg)" > bench-watch.txt; for pair in $(PAIRS); do \
 		name=$${pair%%:*}; n=$${pair##*:}; bin=./watchretry.bench.test; \
 		case $$name in TypedWatchPair*) bin=./transport.bench.test;; esac; \
 		$$bin -test.run '^$$' -test.bench "$$name" -test.benchtime $${n}x -test.count 5 | tee -a bench-watch.txt; \
 	done
 	./transport.bench.test -test.run '^$$' -test.bench 'WatchRaw8KiB' -test.count 5 | tee -a bench-watch.txt
 	./frame.bench.test -test.run '^$$' -test.bench 'ScanLent8KiB' -test.count 5 | tee -a bench-watch.txt
+	@echo "# end: $$(cat /proc/loadavg)" >> bench-watch.txt
 	$(GO) run $(BENCHSTAT) bench-watch.txt
 
 ## callgrind-read: instructions per 1 KiB event inside the resuming body's Read, as client-go's framers
