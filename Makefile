@@ -61,8 +61,9 @@ bench:
 ## bench-watch: the per-event figures BENCHMARKS.md leads with: a typed clientset's Watch() over
 ## loopback HTTP/1.1 and TLS HTTP/2 and client-go's in-memory decode, plain and through kretry
 ## interleaved pair by pair in one process (kretry/plain per run: the median of its pairs), with a
-## fixed number of pairs per run (-benchtime Nx, the same for every run; more where pairs spread more) and 5
-## runs; then kretry's raw pass over a stream with 8 KiB reads. Run it with nothing else running.
+## fixed number of pairs per run (-benchtime Nx, the same for every run; more where pairs spread
+## more) and 5 runs; then kretry's raw pass over a stream with 8 KiB reads. Run it with nothing
+## else running.
 PAIRS := TypedWatchPair/.*/protobuf/1KiB:100 TypedWatchPair/.*/protobuf/64KiB:60 TypedWatchPair/.*/json/1KiB:20 \
 	TypedWatchPair/.*/json/64KiB:3 DecodePair/protobuf/1KiB:40 DecodePair/json/1KiB:40 DecodePair/protobuf/64KiB:20 \
 	DecodePair/json/64KiB:3

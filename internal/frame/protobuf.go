@@ -96,7 +96,7 @@ func (p *protoScanner) reset() { *p = protoScanner{} }
 // nextProtobuf is Scan for protobuf streams.
 func (s *Scanner) nextProtobuf(f *Frame) error {
 	for s.end-s.start < 4 {
-		if !s.fillFrame(s.large) {
+		if !s.fillFrame(s.lastFrame) {
 			*f = Frame{}
 			return s.endOfStream(s.end > s.start)
 		}
@@ -113,10 +113,7 @@ func (s *Scanner) nextProtobuf(f *Frame) error {
 			return s.endOfStream(true)
 		}
 	}
-	s.large = 0
-	if total >= largeFrame {
-		s.large = total
-	}
+	s.lastFrame = total
 	f.Raw = s.buf[s.start : s.start+total]
 	if err := s.proto.event(f.Raw[4:], &f.Event); err != nil {
 		*f = Frame{}
@@ -147,7 +144,8 @@ func (s *Scanner) fillFrame(total int) bool {
 	return s.fill()
 }
 
-// fillLarge is fillFrame for a frame of at least largeFrame bytes.
+// fillLarge is fillFrame for a frame of at least largeFrame bytes, not yet
+// whole in the buffer.
 func (s *Scanner) fillLarge(total int) bool {
 	if s.readErr != nil || s.lent.active {
 		return s.fill()
@@ -159,7 +157,7 @@ func (s *Scanner) fillLarge(total int) bool {
 		s.start = 0
 	}
 	s.makeRoom()
-	return s.read(min(len(s.buf), max(s.start+total, s.end+1)))
+	return s.read(min(len(s.buf), s.start+total))
 }
 
 // event reads a raw metav1.WatchEvent and fills ev, checking what

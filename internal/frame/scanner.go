@@ -41,10 +41,9 @@ type Scanner struct {
 	lent     lent // set between Lend and Return
 	needMore bool // a lent buffer ran out: Next returns ErrNeedMore
 
-	// large is the length of the last protobuf frame (its prefix included)
-	// if it was at least largeFrame, else 0: the next frame's length is
-	// likely the same (see fillFrame).
-	large int
+	// lastFrame is the length of the last protobuf frame, its prefix
+	// included: the next frame's is likely the same (see fillFrame).
+	lastFrame int
 }
 
 // NewScanner returns a Scanner that reads frames of the given encoding from r.
@@ -70,7 +69,7 @@ func (s *Scanner) Reset(r io.Reader) {
 		s.buf, s.lent = s.lent.own, lent{}
 	}
 	s.needMore = false
-	s.large = 0
+	s.lastFrame = 0
 	s.json.reset()
 	s.proto.reset()
 	s.cbor.reset()
