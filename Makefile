@@ -20,6 +20,7 @@ test: vet fmtcheck unit release-check e2e
 	@$(MAKE) --no-print-directory soak SOAK=$(TESTSOAK)
 
 unit:
+	tools/e2e-deps_test.sh
 	$(GO) test -race -count=1 $(PKGS)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); done

@@ -7,7 +7,8 @@
 #     installed with `npm ci` into <repo>/.apiserver/e2e-clients/node (again only when the
 #     lockfile changed).
 # Every step is a no-op when its result is already there. Arguments pick steps (kubectl, python,
-# haproxy, node); none means all.
+# haproxy, node); none means all. tools/e2e-deps_test.sh runs the python and haproxy steps with
+# their packages absent and then present (PYTHON, HAPROXY and APT_GET point it at stand-ins).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,37 +23,48 @@ if want_step kubectl; then
 fi
 
 # apt_install installs Debian packages, updating the package lists once per run.
+python="${PYTHON:-/usr/bin/python3}"
+haproxy="${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}"
+apt_get="${APT_GET:-apt-get}"
 apt_updated=""
 apt_install() {
 	local sudo=()
 	if [[ "$(id -u)" != 0 ]]; then sudo=(sudo); fi
 	if [[ -z "$apt_updated" ]]; then
-		"${sudo[@]}" apt-get update -qq
+		"${sudo[@]}" "$apt_get" update -qq
 		apt_updated=1
 	fi
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" "$apt_get" install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# first_line prints the first line of a command's output. It reads all of it: piping into head
+# under pipefail fails when cmd writes on after head has gone (SIGPIPE, exit 141).
+first_line() {
+	local out
+	out="$("$@" 2>&1)"
+	printf '%s\n' "${out%%$'\n'*}"
 }
 
 if ! want_step python; then
 	:
-elif /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
-	echo "python3-kubernetes: installed ($(/usr/bin/python3 -c 'import kubernetes; print(kubernetes.__version__)'))"
+elif "$python" -c 'import kubernetes' 2>/dev/null; then
+	echo "python3-kubernetes: installed ($("$python" -c 'import kubernetes; print(kubernetes.__version__)'))"
 else
 	echo "python3-kubernetes: installing the Debian package"
 	apt_install python3-kubernetes
-	/usr/bin/python3 -c 'import kubernetes; print("python3-kubernetes: installed", kubernetes.__version__)'
+	"$python" -c 'import kubernetes; print("python3-kubernetes: installed", kubernetes.__version__)'
 fi
 
 # The harness runs haproxy itself, as the test's child on loopback with a generated config; the
 # package's own service is not used.
 if ! want_step haproxy; then
 	:
-elif command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]]; then
-	echo "haproxy: installed ($(PATH="$PATH:/usr/sbin" haproxy -v | head -1))"
+elif [[ -x "$haproxy" ]]; then
+	echo "haproxy: installed ($(first_line "$haproxy" -v))"
 else
 	echo "haproxy: installing the Debian package"
 	apt_install haproxy
-	/usr/sbin/haproxy -v | head -1
+	echo "haproxy: installed $(first_line "$haproxy" -v)"
 fi
 
 want_step node || exit 0
