@@ -2,7 +2,7 @@
 # Runs tools/e2e-deps.sh's Debian steps (python, haproxy) as a fresh machine meets them, with
 # the packages absent, then again with them present, against stand-ins for apt-get, sudo,
 # python3 and haproxy in a temporary directory. The stand-in haproxy writes far more than one
-# line for -v, as a real one that a pipe's reader closes early would: a `| head -1` under
+# line for -v, as a real one that a pipe's reader closes early would: a pipe into head under
 # pipefail dies of SIGPIPE there. Fails unless both runs succeed, the first installs each
 # package once, and the second installs nothing.
 set -euo pipefail
