@@ -22,7 +22,8 @@ if want_step kubectl; then
 	GO="${GO:-go}" "$here/kubectl/build.sh"
 fi
 
-# apt_install installs Debian packages, updating the package lists once per run.
+# apt_install installs Debian packages, updating the package lists once per run; it waits for
+# another apt or dpkg run holding the lock instead of failing.
 python="${PYTHON:-/usr/bin/python3}"
 haproxy="${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}"
 apt_get="${APT_GET:-apt-get}"
@@ -31,10 +32,10 @@ apt_install() {
 	local sudo=()
 	if [[ "$(id -u)" != 0 ]]; then sudo=(sudo); fi
 	if [[ -z "$apt_updated" ]]; then
-		"${sudo[@]}" "$apt_get" update -qq
+		"${sudo[@]}" "$apt_get" -o DPkg::Lock::Timeout=300 update -qq
 		apt_updated=1
 	fi
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" "$apt_get" install -y -qq --no-install-recommends "$@" >/dev/null
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" "$apt_get" -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # first_line prints the first line of a command's output. It reads all of it: piping into head

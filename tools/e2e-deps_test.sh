@@ -38,7 +38,7 @@ run() {
 fail() { echo "e2e-deps_test: $*" >&2; exit 1; }
 
 out="$(run)" || fail "first run (packages absent) failed with exit $?: $out"
-installs="$(grep -c '^install' "$tmp/apt.log" || true)"
+installs="$(grep -c ' install ' "$tmp/apt.log" || true)"
 [[ "$installs" == 2 ]] || fail "first run: want 2 installs, apt-get saw: $(cat "$tmp/apt.log")"
 grep -q 'haproxy: installed HAProxy version 9.9.9' <<<"$out" || fail "first run did not report haproxy's version: $out"
 
