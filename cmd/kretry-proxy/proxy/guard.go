@@ -123,27 +123,49 @@ func hostOf(hostport string) string {
 }
 
 // pathRefusal says why a request for u must not reach the API server unless
-// Options.AllowUpgrades, or is "". It reads the path as kube-apiserver does and refuses a pod's
-// exec, attach and portforward, and behind nodes/NAME/proxy/ whatever is not one of the
-// kubelet's read endpoints. A path that is not in canonical form is refused first wherever
-// any reading of it leads to a proxy subresource or a pod's streams: the node proxy hands
-// what follows proxy/ to the kubelet, which routes it after its own decoding, and a
-// canonical path is the one whose every reading agrees with the API server's.
+// Options.AllowUpgrades, or is "". It reads the path as kube-apiserver does, and in lower case
+// too (refusing more spellings costs nothing), and refuses a pod's exec, attach and
+// portforward, and behind nodes/NAME/proxy/ whatever is not one of the kubelet's read
+// endpoints, by their exact names. A path that is not in canonical form is refused first
+// wherever any reading of it leads to a proxy subresource or a pod's streams: the node proxy
+// hands what follows proxy/ to the kubelet, which routes it after decoding it once more, and
+// a canonical path is one whose every reading agrees with the API server's.
 func pathRefusal(u *url.URL) string {
 	if !canonical(u) && leadsIntoProxy(u.Path) {
 		return fmt.Sprintf("kretry-proxy: %s leads to a proxy or a pod's streams and is not in canonical form (encoded /, . or %%, empty or dot segments): refused (start it with --allow-upgrades)", u.EscapedPath())
 	}
-	info := readPath(u.Path)
-	if info == nil {
-		return ""
-	}
-	if target := streamTarget(info); target != "" {
-		return fmt.Sprintf("kretry-proxy: %s runs commands or opens streams: refused (start it with --allow-upgrades)", target)
-	}
-	if endpoint, ok := kubeletEndpoint(info); ok && !kubeletReadEndpoints[endpoint] {
-		return fmt.Sprintf("kretry-proxy: nodes/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", endpoint)
+	segments := splitSegments(u.Path)
+	for _, reading := range []string{u.Path, strings.ToLower(u.Path)} {
+		info := readPath(reading)
+		if info == nil {
+			continue
+		}
+		if target := streamTarget(info); target != "" {
+			return fmt.Sprintf("kretry-proxy: %s runs commands or opens streams: refused (start it with --allow-upgrades)", target)
+		}
+		at, ok := kubeletEndpointAt(info)
+		if !ok {
+			continue
+		}
+		// info.Parts are the path's last segments: the endpoint as the client spelt it.
+		endpoint := ""
+		if at < len(info.Parts) {
+			endpoint = segments[len(segments)-len(info.Parts)+at]
+		}
+		if !kubeletReadEndpoints[endpoint] {
+			return fmt.Sprintf("kretry-proxy: nodes/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", endpoint)
+		}
 	}
 	return ""
+}
+
+// splitSegments splits a path as kube-apiserver does, leading and trailing slashes trimmed.
+func splitSegments(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
 }
 
 // readPath is kube-apiserver's reading of a decoded request path, nil where it reads no
@@ -159,14 +181,14 @@ func readPath(decodedPath string) *apirequest.RequestInfo {
 }
 
 // streamTarget is "pods/exec", "pods/attach" or "pods/portforward" for a pod's streams, in
-// any group, or "". Compared in lower case: refusing more spellings costs nothing.
+// any group (the legacy /api/v1/proxy/... form too), or "".
 func streamTarget(info *apirequest.RequestInfo) string {
-	if strings.ToLower(info.Resource) != "pods" {
+	if info.Resource != "pods" {
 		return ""
 	}
-	sub := strings.ToLower(info.Subresource)
-	if info.Verb == "proxy" && len(info.Parts) > 2 { // the legacy /api/v1/proxy/... form
-		sub = strings.ToLower(info.Parts[2])
+	sub := info.Subresource
+	if info.Verb == "proxy" && len(info.Parts) > 2 {
+		sub = info.Parts[2]
 	}
 	if streamSubresources[sub] {
 		return "pods/" + sub
@@ -174,24 +196,20 @@ func streamTarget(info *apirequest.RequestInfo) string {
 	return ""
 }
 
-// kubeletEndpoint is the first segment of what the node proxy hands the kubelet, for
-// nodes/NAME/proxy/... (NAME may carry a scheme and port: https:n:10250) and the legacy
+// kubeletEndpointAt is where in info.Parts the first segment of what the node proxy hands
+// the kubelet is (at most len(info.Parts): none, the kubelet's root), for
+// nodes/NAME/proxy/... (NAME may carry a scheme and a port: https:n:10250) and the legacy
 // /api/v1/proxy/nodes/NAME/... form; ok is false for any other request.
-func kubeletEndpoint(info *apirequest.RequestInfo) (endpoint string, ok bool) {
-	if strings.ToLower(info.Resource) != "nodes" {
-		return "", false
-	}
-	first := 3 // nodes, NAME, proxy, endpoint
+func kubeletEndpointAt(info *apirequest.RequestInfo) (at int, ok bool) {
 	switch {
+	case info.Resource != "nodes":
+		return 0, false
 	case info.Verb == "proxy":
-		first = 2
-	case strings.ToLower(info.Subresource) != "proxy":
-		return "", false
+		return 2, true // nodes, NAME, endpoint
+	case info.Subresource == "proxy":
+		return 3, true // nodes, NAME, proxy, endpoint
 	}
-	if len(info.Parts) > first {
-		return info.Parts[first], true
-	}
-	return "", true
+	return 0, false
 }
 
 // canonical says whether u's path means the same to every reader: no percent-encoded /, .
@@ -213,18 +231,17 @@ func canonical(u *url.URL) bool {
 	return clean == p
 }
 
-// leadsIntoProxy says whether some reading of a decoded path leads to a proxy subresource (a
-// node's, pod's or service's, or the legacy proxy form) or a pod's streams: the path as
-// kube-apiserver reads it, and decoded again, dot segments resolved, in lower case, as a
-// router behind could read it.
+// leadsIntoProxy says whether some reading of a decoded path could lead to a proxy
+// subresource (a node's, pod's or service's, or the legacy proxy form) or a pod's streams:
+// whether one of its segments, in any reading a router behind could make (decoded again, dot
+// segments resolved, in lower case), is proxy, exec, attach or portforward. Looser than
+// kube-apiserver's reading on purpose: it decides only for paths no client sends.
 func leadsIntoProxy(decodedPath string) bool {
 	for _, reading := range readings(decodedPath) {
-		info := readPath(reading)
-		if info == nil {
-			continue
-		}
-		if info.Verb == "proxy" || strings.ToLower(info.Subresource) == "proxy" || streamTarget(info) != "" {
-			return true
+		for _, segment := range strings.Split(reading, "/") {
+			if segment == "proxy" || streamSubresources[segment] {
+				return true
+			}
 		}
 	}
 	return false
