@@ -97,7 +97,7 @@ callgrind-read:
 ## targets also scan in lent slices (in place); watchretry's read the resuming body with random
 ## read sizes over random cuts.
 FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR \
-	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf
+	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf ./cmd/kretry-proxy/proxy:FuzzGuard
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \

@@ -15,7 +15,9 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// Reasons a request is refused, as /metrics names them.
+// Reasons a request is refused, as /metrics names them: upgrade for every refusal that
+// Options.AllowUpgrades lifts (a non-canonical proxy path among them), method for CONNECT,
+// TRACE and ReadOnly's.
 const (
 	refusedHost     = "host"
 	refusedOrigin   = "origin"
