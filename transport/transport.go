@@ -9,8 +9,12 @@ import (
 
 // New returns a RoundTripper that retries LIST and WATCH requests and
 // resumes WATCH streams, sending every attempt through next. Requests it
-// does not retry reach next exactly as they came.
+// does not retry reach next exactly as they came. With DisableEnv set it
+// returns next itself.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
+	if disabledByEnv() {
+		return next
+	}
 	p := cfg.policy()
 	return &roundTripper{
 		next:      next,
@@ -36,6 +40,9 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 // WrapTransport):
 //
 //	cfg.Wrap(transport.Wrapper(transport.Config{}))
+//
+// DisableEnv, read when client-go calls the wrapper, makes it a
+// pass-through.
 func Wrapper(cfg Config) func(http.RoundTripper) http.RoundTripper {
 	return func(next http.RoundTripper) http.RoundTripper { return New(next, cfg) }
 }
@@ -51,6 +58,9 @@ type roundTripper struct {
 
 // RoundTrip routes req by its kind; see classify.
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if retryOff(req) {
+		return t.next.RoundTrip(req)
+	}
 	switch classify(req, t.apiPrefix) {
 	case kindWatch:
 		return done(t.watch.RoundTrip(req))
