@@ -16,8 +16,10 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		return next
 	}
 	p := cfg.policy()
+	initial, _ := cfg.Observer.(InitialStateObserver)
 	return &roundTripper{
 		next:      next,
+		initial:   initial,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
 		list: listretry.New(next, listretry.Config{
@@ -49,6 +51,7 @@ func Wrapper(cfg Config) func(http.RoundTripper) http.RoundTripper {
 
 type roundTripper struct {
 	next      http.RoundTripper
+	initial   InitialStateObserver // hears initial-state fetches; nil: none
 	apiPrefix string
 	retryGets bool
 	list      http.RoundTripper
@@ -61,7 +64,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if retryOff(req) {
 		return t.next.RoundTrip(req)
 	}
-	switch classify(req, t.apiPrefix) {
+	k := classify(req, t.apiPrefix)
+	observeInitialState(t.initial, req, k)
+	switch k {
 	case kindWatch:
 		return done(t.watch.RoundTrip(req))
 	case kindList:
