@@ -39,6 +39,9 @@ func Example() {
 			if h := sample.GetHistogram(); h != nil {
 				value = h.GetSampleSum()
 			}
+			if value == 0 {
+				continue // every counter's series start at 0
+			}
 			fmt.Printf("%s%s %g\n", family.GetName(), labels, value)
 		}
 	}

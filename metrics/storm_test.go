@@ -151,7 +151,7 @@ kretry_watch_resumes_total{reason="5xx"} 2
 kretry_watch_resumes_total{reason="broken-body"} 2
 kretry_watch_resumes_total{reason="error-event"} 1
 `
-	if err := testutil.GatherAndCompare(registry, strings.NewReader(want),
+	if err := testutil.GatherAndCompare(nonZero(registry), strings.NewReader(want),
 		"kretry_budget_refusals_total", "kretry_giveups_total", "kretry_requests_total",
 		"kretry_retries_total", "kretry_watch_resumes_total"); err != nil {
 		t.Error(err)
