@@ -135,7 +135,8 @@ record:
 	@$(MAKE) --no-print-directory apiserver
 	$(GO) run ./cmd/kretry-record -out conformance/testdata
 
-## e2e-deps: kubectl v1.37.2, python3-kubernetes and client-node for the kretry-proxy scenario.
+## e2e-deps: kubectl v1.37.2, python3-kubernetes and client-node for the kretry-proxy scenario,
+## HAProxy, and Prometheus (promtool for rules-test, the server for the monitoring scenario).
 e2e-deps:
 	GO=$(GO) tools/e2e-deps.sh
 
@@ -148,6 +149,7 @@ e2e:
 	@cat .apiserver/e2e-proxy-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-controller-runtime-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-upgrade-figures.txt 2>/dev/null || true
+	@cat .apiserver/e2e-prometheus-figures.txt 2>/dev/null || true
 
 ## soak: 55 informers and raw watchers through kretry against a real kube-apiserver behind the
 ## fault proxy (cuts every 0.3-2.5 s, ERROR 500 events, writers on) for $(SOAK); fails on a leak

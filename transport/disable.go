@@ -8,10 +8,10 @@ import (
 )
 
 // DisableEnv is the environment variable that turns kretry off in a
-// running fleet without a rebuild. When it holds a true value ("1", "t",
-// "true", any case: strconv.ParseBool's), New and Wrapper return the next
-// RoundTripper itself: no request is classified, retried, resumed or
-// observed, exactly as if kretry were not there.
+// running fleet without a rebuild. When it holds a value strconv.ParseBool
+// reads as true ("1", "t", "T", "true", "TRUE", "True"), New and Wrapper
+// return the next RoundTripper itself: no request is classified, retried,
+// resumed or observed, exactly as if kretry were not there.
 //
 // It is read once per transport, when New builds it; with
 // rest.Config.Wrap that is when client-go builds the client's transport
