@@ -1,15 +1,16 @@
 package metrics_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/metrics"
 	"github.com/kretry/kretry/transport"
 )
@@ -144,22 +145,14 @@ func TestInitialStateFetches(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := &script{answers: []func() (*http.Response, error){s503, listOK, listOK, oneEvent, oneEvent}}
-	rt := transport.New(server, transport.Config{Observer: m, Rand: func() float64 { return 0 }, InitialBackoff: 1})
+	rt := transport.New(server, transport.Config{Observer: m, Rand: func() float64 { return 0 }, Clock: fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))})
 	const pods = "http://k8s.test/api/v1/namespaces/ns/pods"
 	for _, url := range []string{
 		pods, pods + "?limit=1&continue=next",
 		pods + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
 		pods + "?watch=true&resourceVersion=5",
 	} {
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("%s: %v", url, err)
-		}
-		resp.Body.Close()
+		get(t, rt, url)
 	}
 	want := `
 # HELP kretry_initial_state_fetches_total Initial-state fetches callers sent through kretry (a LIST's first page: verb list; a watch with sendInitialEvents=true: verb watch), once per call, kretry's own retries and resumes not included.

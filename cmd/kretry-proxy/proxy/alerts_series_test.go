@@ -194,20 +194,27 @@ func TestAlertRuleSeries(t *testing.T) {
 		scrape(minute)
 	}
 
-	got := rulesTest(t, series)
+	golden(t, rulesTestFile, rulesTest(t, series))
+}
+
+// golden checks that the committed file at path holds got, or, with
+// KRETRY_UPDATE=1, writes got there; it returns the file's content.
+func golden(t *testing.T, path string, got []byte) []byte {
+	t.Helper()
 	if os.Getenv("KRETRY_UPDATE") == "1" {
-		if err := os.WriteFile(rulesTestFile, got, 0o644); err != nil {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
+		return got
 	}
-	want, err := os.ReadFile(rulesTestFile)
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is not what the code produces now: run KRETRY_UPDATE=1 go test -run TestAlertRuleSeries ./proxy/ in cmd/kretry-proxy", rulesTestFile)
+		t.Errorf("%s is not what %s writes now: run KRETRY_UPDATE=1 go test -run %s ./proxy/ in cmd/kretry-proxy", path, t.Name(), t.Name())
 	}
+	return want
 }
 
 // samples are the series of one sample as promtool's input_series names
@@ -392,20 +399,7 @@ func TestPrometheusRuleManifest(t *testing.T) {
 		}
 		b.WriteString("  " + line + "\n")
 	}
-	path := filepath.Join(rulesDir, "kretry-prometheusrule.yaml")
-	if os.Getenv("KRETRY_UPDATE") == "1" {
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("%s is not kretry-rules.yaml as a PrometheusRule: run KRETRY_UPDATE=1 go test -run TestPrometheusRuleManifest ./proxy/ in cmd/kretry-proxy", path)
-	}
+	want := golden(t, filepath.Join(rulesDir, "kretry-prometheusrule.yaml"), b.Bytes())
 	var manifest struct {
 		Spec struct {
 			Groups []struct {

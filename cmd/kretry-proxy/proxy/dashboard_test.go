@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -143,21 +142,8 @@ var metricName = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
 // dashboardPanels write, and every query names only series kretry-proxy's
 // /metrics serves (kretry's collectors and the proxy's own).
 func TestDashboard(t *testing.T) {
-	for path, got := range map[string][]byte{dashboardFile: dashboardJSON(), queriesFile: queriesRules()} {
-		if os.Getenv("KRETRY_UPDATE") == "1" {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s is not what dashboard_test.go writes: run KRETRY_UPDATE=1 go test -run TestDashboard ./proxy/ in cmd/kretry-proxy", path)
-		}
-	}
+	golden(t, dashboardFile, dashboardJSON())
+	golden(t, queriesFile, queriesRules())
 
 	m, err := newMetrics()
 	if err != nil {
