@@ -224,12 +224,14 @@ func dashboardQueries(t *testing.T, root string) map[string]string {
 	return queries
 }
 
-// TestPrometheusAlerts: Debian's prometheus scrapes kretry-proxy, which serves a client's LISTs
-// from a real kube-apiserver through a TCP fault proxy, and evaluates the shipped alerting
-// rules (durations divided by ruleScale). The API server becomes unreachable (every connection
-// cut, new ones refused) for longer than kretry's 30 s window, then reachable again.
-// KretryGivingUp must be inactive before the faults, fire during them and resolve after;
-// no other kretry alert may fire; and every dashboard query must return data.
+// TestPrometheusAlerts: Debian's prometheus scrapes kretry-proxy, which serves three clients'
+// LISTs from a real kube-apiserver through a TCP fault proxy, and evaluates the shipped
+// alerting rules (durations divided by ruleScale). No alert may be active for the first 15 s.
+// The API server then becomes unreachable (every connection cut, new ones refused) for longer
+// than kretry's 30 s window: KretryGivingUp must fire, stay firing while the faults last, and
+// resolve once the API server is reachable again. A request for a Host the proxy does not
+// accept must then fire KretryProxyRefusing, which resolves too. No other alert may fire at
+// any point, and every dashboard query must return data.
 func TestPrometheusAlerts(t *testing.T) {
 	sharedCluster(t)
 	wd, err := os.Getwd()
@@ -253,32 +255,20 @@ func TestPrometheusAlerts(t *testing.T) {
 	_, proxyAddr := startKretryProxy(t, tools, began, "kretry-proxy", kubeconfig)
 	prom := startPrometheus(t, began, scaledRules(t, root), proxyAddr)
 
-	// The client: a LIST through kretry-proxy every half second, each waiting for its answer.
+	// The clients: three, each a LIST through kretry-proxy every half second, waiting for its answer.
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	listed := make(chan int, 1)
-	go func() {
-		ok := 0
-		defer func() { listed <- ok }()
-		for ctx.Err() == nil {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxyAddr+"/api/v1/namespaces/default/configmaps", nil)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					ok++
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
+	const clients = 3
+	listed := make(chan int, clients)
+	for range clients {
+		go list(ctx, proxyAddr, listed)
+	}
 
 	const alert = "KretryGivingUp"
 	since := func() string { return time.Since(began).Round(100 * time.Millisecond).String() }
-	watchAlerts := func(d time.Duration, until func(map[string]string) bool) (map[string]string, bool) {
+	never := func(map[string]string) bool { return false }
+	// watchAlerts polls the alerts for up to d, until until; no alert but allowed may fire.
+	watchAlerts := func(allowed string, d time.Duration, until func(map[string]string) bool) (map[string]string, bool) {
 		t.Helper()
 		deadline := time.Now().Add(d)
 		for {
@@ -287,8 +277,8 @@ func TestPrometheusAlerts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, state := range states {
-				if name != alert && state == "firing" {
-					t.Errorf("%s fired at %s, want only %s", name, since(), alert)
+				if name != allowed && state == "firing" {
+					t.Errorf("%s fired at %s, want only %s", name, since(), allowed)
 				}
 			}
 			if until(states) || time.Now().After(deadline) {
@@ -299,8 +289,8 @@ func TestPrometheusAlerts(t *testing.T) {
 	}
 
 	// Healthy for 15 s: nothing pending or firing.
-	if states, _ := watchAlerts(15*time.Second, func(map[string]string) bool { return false }); states[alert] != "" {
-		t.Fatalf("%s is %s before any fault", alert, states[alert])
+	if states, _ := watchAlerts("", 15*time.Second, never); len(states) != 0 {
+		t.Fatalf("alerts %v before any fault", states)
 	}
 
 	faultsFrom := time.Since(began)
@@ -309,23 +299,49 @@ func TestPrometheusAlerts(t *testing.T) {
 	}
 	tcp.CutAll()
 	t.Logf("faults from %s: the API server unreachable", since())
-	_, fired := watchAlerts(60*time.Second, func(s map[string]string) bool { return s[alert] == "firing" })
+	_, fired := watchAlerts(alert, 60*time.Second, func(s map[string]string) bool { return s[alert] == "firing" })
 	firedAt := time.Since(began)
 	if !fired {
 		t.Fatalf("%s did not fire within 60s of the faults", alert)
 	}
 	t.Logf("%s firing at %s (%s into the faults)", alert, since(), (firedAt - faultsFrom).Round(100*time.Millisecond))
+	if states, _ := watchAlerts(alert, 3*time.Second, never); states[alert] != "firing" {
+		t.Errorf("%s is %q 3s later, the faults still on; want firing", alert, states[alert])
+	}
 	if err := tcp.Accept(); err != nil {
 		t.Fatal(err)
 	}
 	faultsTo := time.Since(began)
 	t.Logf("faults end at %s: the API server reachable again", since())
-	_, resolved := watchAlerts(90*time.Second, func(s map[string]string) bool { return s[alert] == "" })
+	_, resolved := watchAlerts(alert, 90*time.Second, func(s map[string]string) bool { return s[alert] == "" })
 	resolvedAt := time.Since(began)
 	if !resolved {
 		t.Fatalf("%s did not resolve within 90s of the faults' end", alert)
 	}
 	t.Logf("%s resolved at %s (%s after the faults)", alert, since(), (resolvedAt - faultsTo).Round(100*time.Millisecond))
+
+	// kretry-proxy's own alert: a request for a Host it does not accept is refused.
+	const refusing = "KretryProxyRefusing"
+	req, _ := http.NewRequest(http.MethodGet, "http://"+proxyAddr+"/api/v1/namespaces/default/configmaps", nil)
+	req.Host = "attacker.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	refusedAt := time.Since(began)
+	t.Logf("a request for Host attacker.example at %s: %s", since(), resp.Status)
+	_, fired = watchAlerts(refusing, 30*time.Second, func(s map[string]string) bool { return s[refusing] == "firing" })
+	refusingFiredAt := time.Since(began)
+	if !fired {
+		t.Fatalf("%s did not fire within 30s of the refusal", refusing)
+	}
+	_, resolved = watchAlerts(refusing, 60*time.Second, func(s map[string]string) bool { return s[refusing] == "" })
+	refusingResolvedAt := time.Since(began)
+	if !resolved {
+		t.Fatalf("%s did not resolve within 60s", refusing)
+	}
+	t.Logf("%s fired at %s, resolved at %s", refusing, refusingFiredAt.Round(100*time.Millisecond), refusingResolvedAt.Round(100*time.Millisecond))
 
 	giveUps, err := prom.query(`sum(kretry_giveups_total{reason="connection"})`)
 	if err != nil || len(giveUps) != 1 || giveUps[0].value() == 0 {
@@ -341,7 +357,10 @@ func TestPrometheusAlerts(t *testing.T) {
 		}
 	}
 	stop()
-	ok := <-listed
+	ok := 0
+	for range clients {
+		ok += <-listed
+	}
 	if ok == 0 {
 		t.Error("no LIST through kretry-proxy succeeded")
 	}
@@ -349,12 +368,34 @@ func TestPrometheusAlerts(t *testing.T) {
 	if len(giveUps) == 1 {
 		gaveUp = giveUps[0].value()
 	}
-	figure := fmt.Sprintf("prometheus e2e (rules' durations /%d): faults %s-%s; %s fired at %s, resolved at %s; "+
-		"%d LISTs answered 200, %g gave up; %d dashboard queries returned data\n",
-		ruleScale, faultsFrom.Round(100*time.Millisecond), faultsTo.Round(100*time.Millisecond), alert,
-		firedAt.Round(100*time.Millisecond), resolvedAt.Round(100*time.Millisecond), ok, gaveUp, len(queries))
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	figure := fmt.Sprintf("prometheus e2e (rules' durations /%d): API server unreachable %s-%s: %s fired at %s, resolved at %s; "+
+		"a refused Host at %s: %s fired at %s, resolved at %s; %d LISTs answered 200, %g gave up; %d dashboard queries returned data\n",
+		ruleScale, r(faultsFrom), r(faultsTo), alert, r(firedAt), r(resolvedAt),
+		r(refusedAt), refusing, r(refusingFiredAt), r(refusingResolvedAt), ok, gaveUp, len(queries))
 	t.Log(figure)
 	if dir := filepath.Join(root, ".apiserver"); os.MkdirAll(dir, 0o755) == nil {
 		_ = os.WriteFile(filepath.Join(dir, "e2e-prometheus-figures.txt"), []byte(figure), 0o644)
+	}
+}
+
+// list LISTs ConfigMaps through kretry-proxy at addr every half second until ctx ends, then
+// sends how many were answered 200.
+func list(ctx context.Context, addr string, listed chan<- int) {
+	ok := 0
+	defer func() { listed <- ok }()
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/namespaces/default/configmaps", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok++
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
