@@ -482,6 +482,9 @@ func TestOutsideGuard(t *testing.T) {
 			{method: http.MethodPut, target: "/api/v1/nodes/node-1/proxy/debug/flags/v"},
 			{method: http.MethodPost, target: "/api/v1/nodes/node-1/proxy/checkpoint/ns/p/c"},
 			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/no-such-endpoint"},
+			// Not a kubelet route since v1.21 (cAdvisor's JSON endpoints were removed), so not
+			// one of the read endpoints the kubelet's routes give.
+			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/spec"},
 		} {
 			env.refused(t, r)
 		}
@@ -628,7 +631,7 @@ func TestOutsideGuard(t *testing.T) {
 			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/stats/summary?only_cpu_and_memory=true"},
 			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/healthz"},
 			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/pods"},
-			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/spec"},
+			{method: http.MethodGet, target: "/api/v1/nodes/node-1/proxy/configz"},
 			{method: http.MethodGet, target: "/api/v1/nodes/node-1:10250/proxy/metrics"},
 			{method: http.MethodGet, target: "/api/v1/nodes/https:node-1:10250/proxy/stats/summary"},
 			{method: http.MethodGet, target: "/api/v1/nodes/run/proxy/metrics"},
