@@ -1,6 +1,7 @@
 package watchretry
 
 import (
+	"crypto/tls"
 	"net"
 	"reflect"
 	"sync"
@@ -50,6 +51,19 @@ func (m *marks) mark(conn net.Conn) bool {
 		m.marked = append(m.marked[:0], m.marked[1:]...)
 	}
 	m.marked = append(m.marked, conn)
+	return true
+}
+
+// http1 reports whether conn carries HTTP/1.1, one request at a time: not
+// a TLS connection that negotiated h2 (client-go speaks HTTP/2 only over
+// TLS). Closing it after its answer was read ends nobody else's request.
+func http1(conn net.Conn) bool {
+	if connKey(conn) == nil {
+		return false
+	}
+	if tlsConn, ok := conn.(*tls.Conn); ok {
+		return tlsConn.ConnectionState().NegotiatedProtocol != "h2"
+	}
 	return true
 }
 

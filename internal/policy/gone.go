@@ -35,6 +35,11 @@ type GoneDecision struct {
 	// Hold is how long to hold the 410 before it is handed over, when it
 	// is not retried.
 	Hold time.Duration
+	// Until, when Retry is set, is the end of the search for an apiserver
+	// that holds the resume point: the first 410 of the run plus the
+	// bound. A retry still unanswered (or waiting) then is abandoned and
+	// the first 410 handed over, whatever the retries in flight are doing.
+	Until time.Time
 }
 
 // Bounds of the retries of 410s that answer resumes. A real compaction's
@@ -115,7 +120,7 @@ func (t *Tracker) Gone(e Expiry) GoneDecision {
 		t.resetBackoff()
 	}
 	if t.retryExpired(now, e) {
-		return GoneDecision{Retry: true}
+		return GoneDecision{Retry: true, Until: t.expired.first.Add(expiredRetryBound)}
 	}
 	step := t.backoff.Duration
 	if step <= cfg.InitialBackoff {
