@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/utils/clock"
 
 	"github.com/kretry/kretry/internal/establish"
@@ -485,21 +484,23 @@ func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
 			s.gone = bytes.Clone(event)
 		}
 		s.goneUntil = decision.Until
+		// The retry must reach a new connection, which a balancer routes
+		// again.
 		switch {
 		case http1(conn):
 			// Its connection goes back to net/http's pool once its answer
 			// is read, and the retry would be handed it again: close it.
 			_ = conn.Close()
-		case conn != nil:
-			// HTTP/2: the connection may carry other requests, so it is
-			// not closed here; if it carries none now (the 410's stream
-			// closed above), closing the transport's idle connections
-			// retires it before the retry picks one. When it still
-			// carries other watches, the retry's req.Close retires it
-			// (see marks) and the retry after it dials anew.
-			utilnet.CloseIdleConnectionsFor(s.rt.client.Next)
+			s.newConnection = false
+		case conn != nil && retireIdle(s.rt.client.Next, conn):
+			// HTTP/2, the connection carrying nothing else: closed.
+			s.newConnection = false
+		default:
+			// It carries other requests (other watches): the retry's
+			// req.Close retires it (see marks), and the retry after it
+			// dials anew.
+			s.newConnection = s.rt.conns.mark(conn)
 		}
-		s.newConnection = s.rt.conns.mark(conn)
 		s.retried(policy.ReasonExpiredResume, http.StatusGone, cause, 0)
 		s.state = resuming
 		return false
