@@ -237,3 +237,34 @@ func TestExpiredSearchEndsAtItsBound(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredSearchEndsWithAnEvent: a retry of a 410 that reached an
+// apiserver holding the resume point and delivered an event has ended the
+// search; a later break is resumed as any other, not answered with the
+// search's old 410. Fails before: the first 410 stayed held, and the next
+// resume, past the search's bound, handed it over.
+func TestExpiredSearchEndsWithAnEvent(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ERROR event", false: "HTTP 410"}[inStream], func(t *testing.T) {
+			ct := jsonStream
+			var h *harness
+			first := event(t, ct, watch.Added, configMap("a", "101"))
+			second := event(t, ct, watch.Modified, configMap("a", "102"))
+			third := event(t, ct, watch.Modified, configMap("a", "103"))
+			srv := newServer(t, ct,
+				reply{body: first, cut: true, cutAt: len(first)},
+				expired(t, ct, inStream, tooOld("101", "500")),
+				// The retry reaches the other apiserver: an event, 5 s up, a cut.
+				reply{body: second, cut: true, cutAt: len(second), onEnd: func() { h.clock.Advance(5 * time.Second) }},
+				reply{body: third, hold: true})
+			h = newHarness(t, srv, nil)
+			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+			defer w.Stop()
+			got := collect(t, w, 3)
+			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}, {Type: watch.Modified, RV: "103"}}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
