@@ -175,6 +175,8 @@ func (r *replay) pagerList(ctx context.Context, cs *kubernetes.Clientset) observ
 		obs.items, obs.err = itemsOf(list)
 	}
 	obs.aborted = isClosed(r.aborted)
+	// A LIST that returned only when the run's deadline ended it hung: whatever it got.
+	obs.timedOut = ctx.Err() != nil && !obs.aborted
 	return obs
 }
 
@@ -201,6 +203,8 @@ func (r *replay) listEach(ctx context.Context, cs *kubernetes.Clientset) observa
 		obs.items = append(obs.items, items...)
 	}
 	obs.aborted = isClosed(r.aborted)
+	// A LIST that returned only when the run's deadline ended it hung: whatever it got.
+	obs.timedOut = ctx.Err() != nil && !obs.aborted
 	return obs
 }
 

@@ -34,17 +34,20 @@ func silenceKlog() {
 }
 
 // kretry on a virtual clock: its waits (Retry-After, backoff, the 30s InternalErrorWindow of
-// a 503 that never ends) take no real time, and a fixed jitter makes them repeatable.
-func kretry() func(http.RoundTripper) http.RoundTripper {
+// a 503 that never ends) take no real time, and a fixed jitter makes them repeatable. The
+// clock is returned for Options.Elapse: a silent server's silence passes on it.
+func kretry() (func(http.RoundTripper) http.RoundTripper, *fakeclock.Clock) {
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	return transport.Wrapper(transport.Config{
-		Clock: fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Clock: clock,
 		Rand:  func() float64 { return 0.5 },
-	})
+	}), clock
 }
 
 // TestKretry is the suite's verdict on kretry: it must pass every scenario.
 func TestKretry(t *testing.T) {
-	Run(t, kretry())
+	wrap, clock := kretry()
+	RunWith(t, wrap, Options{Elapse: clock.Advance})
 }
 
 // failures runs the suite on wrap and returns the names of the scenarios it fails, and

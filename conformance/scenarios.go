@@ -1,5 +1,7 @@
 package conformance
 
+import "time"
+
 // Fault constructors keep the scenario table readable.
 
 func cutWatch(nth, frame, into int) Fault {
@@ -30,6 +32,10 @@ func always(f Fault) Fault {
 func refused(on RequestKind, nth int) Fault { return Fault{Kind: Refused, On: on, Nth: nth} }
 
 func reset(on RequestKind, nth int) Fault { return Fault{Kind: Reset, On: on, Nth: nth} }
+
+func silent(on RequestKind, nth int, elapse time.Duration) Fault {
+	return Fault{Kind: Silent, On: on, Nth: nth, Elapse: elapse}
+}
 
 func cutList(nth, at int) Fault { return Fault{Kind: Cut, On: ListRequest, Nth: nth, Into: at} }
 
