@@ -4,13 +4,13 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 
 .PHONY: rules-test
-.PHONY: test unit vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak
+.PHONY: test unit vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
 # the root go.work uses but the root, which builds them against this checkout; and the release
-# tool, a module outside the workspace. See RELEASING.md.
+# and image tools, modules outside the workspace. See RELEASING.md.
 SUBMODULES   := $(patsubst $(CURDIR)/%,%,$(filter-out $(CURDIR),$(shell $(GO) list -m -f '{{.Dir}}')))
-TOOLMODULES  := tools/release
+TOOLMODULES  := tools/release tools/image
 RELEASE      := cd tools/release && GOWORK=off $(GO) run .
 VERSION      ?= $(shell $(RELEASE) version)
 
@@ -44,6 +44,12 @@ vet:
 ## the metrics module and `go install` kretry-proxy from it, outside the repository.
 release-check:
 	$(RELEASE) check $(VERSION)
+
+## image: kretry-proxy's container image, built offline and reproducibly (tools/image): a
+## tarball for docker load or crane push, its digest printed. Timestamps: the HEAD commit's time.
+IMAGE ?= kretry-proxy.tar
+image:
+	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -tag kretry-proxy:$(VERSION)
 
 ## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
 bump:
