@@ -148,6 +148,9 @@ func evaluate(sc Scenario, wrap func(http.RoundTripper) http.RoundTripper, fixtu
 	start := time.Now()
 	res := Result{Scenario: sc}
 	r, err := newReplay(sc, fixtures)
+	if err == nil {
+		err = r.informerStartsHere()
+	}
 	if err != nil {
 		var skip errSkip
 		res.Skipped = errors.As(err, &skip)
