@@ -3,6 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 30s
 
+.PHONY: rules-test
 .PHONY: test unit compat compat-quick vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
@@ -19,11 +20,19 @@ TESTSOAK ?= 2m
 test: vet fmtcheck unit compat-quick release-check e2e
 	@$(MAKE) --no-print-directory soak SOAK=$(TESTSOAK)
 
-unit:
+unit: rules-test
 	tools/e2e-deps_test.sh
 	$(GO) test -race -count=1 $(PKGS)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); done
+
+## rules-test: promtool (Debian's prometheus, installed once by tools/e2e-deps.sh) checks the
+## alerting rules and runs their unit tests, written from real series by cmd/kretry-proxy's
+## TestAlertRuleSeries, and parses every query of the Grafana dashboard.
+rules-test:
+	@GO=$(GO) tools/e2e-deps.sh prometheus
+	promtool check rules deploy/prometheus/kretry-rules.yaml deploy/grafana/kretry-dashboard.queries.yaml
+	cd deploy/prometheus && promtool test rules kretry-rules.test.yaml
 
 vet:
 	$(GO) vet $(PKGS)
@@ -107,7 +116,7 @@ callgrind-read:
 ## targets also scan in lent slices (in place); watchretry's read the resuming body with random
 ## read sizes over random cuts.
 FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR \
-	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf
+	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf ./cmd/kretry-proxy/proxy:FuzzGuard
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \
@@ -136,7 +145,8 @@ record:
 	@$(MAKE) --no-print-directory apiserver
 	$(GO) run ./cmd/kretry-record -out conformance/testdata
 
-## e2e-deps: kubectl v1.37.2, python3-kubernetes and client-node for the kretry-proxy scenario.
+## e2e-deps: kubectl v1.37.2, python3-kubernetes and client-node for the kretry-proxy scenario,
+## HAProxy, and Prometheus (promtool for rules-test, the server for the monitoring scenario).
 e2e-deps:
 	GO=$(GO) tools/e2e-deps.sh
 
@@ -149,6 +159,7 @@ e2e:
 	@cat .apiserver/e2e-proxy-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-controller-runtime-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-upgrade-figures.txt 2>/dev/null || true
+	@cat .apiserver/e2e-prometheus-figures.txt 2>/dev/null || true
 
 ## soak: 55 informers and raw watchers through kretry against a real kube-apiserver behind the
 ## fault proxy (cuts every 0.3-2.5 s, ERROR 500 events, writers on) for $(SOAK); fails on a leak

@@ -30,20 +30,40 @@
 //	kretry_budget_refusals_total{verb}    retries the retry budget refused
 //	kretry_list_resumes_total{outcome}    LIST bodies broken mid-read and asked for again at their resourceVersion (resumed mismatch gone gave-up)
 //	kretry_list_resume_skipped_bytes_total  bytes of those re-requests read again and checked against what was delivered
+//	kretry_initial_state_fetches_total{verb}  initial-state fetches callers sent: a LIST's first page (list), a watch with sendInitialEvents=true (watch)
 //
 // verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
 // error-event, invalid-frame, stall, expired-resume (a 410 answering a watch
 // resume, retried on a new connection) or deadline (give-ups only).
 //
+// In every kretry_* metric, verb is the kind of request kretry retried (list,
+// watch or get), not an HTTP method. [NewWithOptions] adds constant labels to
+// every series (Options.ConstLabels, e.g. cluster="prod-eu-1"): one Metrics
+// per cluster a process talks to, on one registry.
+//
+// Every counter's series for the label values kretry reports are served from
+// the start, at 0, so that increase() and rate() see the first event; the
+// wait histogram appears with its first observation.
+//
 // [ClientGoRetries] also counts each kretry retry and resume into
 // client-go's k8s.io/client-go/tools/metrics.RequestRetry, the hook behind
-// rest_client_request_retries_total{code,method,host} that controller-runtime
-// and Kubernetes components already register. That counter then mixes
-// client-go's own retries (a GET whose error looks like EOF or a reset, an
-// answer with Retry-After; kretry hides both from client-go while it
-// retries) with kretry's retries and watch resumes, which client-go never
-// sees as requests. Its code label is the HTTP status that led to the
-// retry, or "<error>" where client-go would write it (a connection or
-// stream break); method is GET, host is the API server's host:port, as
-// client-go labels it.
+// rest_client_request_retries_total{code,verb,host} (the labels that
+// component-base and controller-runtime give it; verb holds the HTTP method,
+// GET for every kretry retry). Who serves that counter:
+//
+//   - a Kubernetes component (component-base's restclient metrics) does;
+//   - controller-runtime v0.25 and later only after
+//     metrics.RegisterRESTClientMetrics(metrics.MetricRequestRetry)
+//     (sigs.k8s.io/controller-runtime/pkg/metrics), before the manager starts;
+//   - controller-runtime v0.22 to v0.24 never: they register only
+//     rest_client_requests_total, and client-go takes the first registration
+//     only, so ClientGoRetries counts into a no-op there. Use
+//     kretry_retries_total.
+//
+// That counter then mixes client-go's own retries (a GET whose error looks
+// like EOF or a reset, an answer with Retry-After; kretry hides both from
+// client-go while it retries) with kretry's retries and watch resumes, which
+// client-go never sees as requests. Its code label is the HTTP status that led
+// to the retry, or "<error>" where client-go would write it (a connection or
+// stream break); host is the API server's host:port, as client-go labels it.
 package metrics

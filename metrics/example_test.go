@@ -39,6 +39,9 @@ func Example() {
 			if h := sample.GetHistogram(); h != nil {
 				value = h.GetSampleSum()
 			}
+			if value == 0 {
+				continue // every counter's series start at 0
+			}
 			fmt.Printf("%s%s %g\n", family.GetName(), labels, value)
 		}
 	}
@@ -50,4 +53,34 @@ func Example() {
 	// kretry_retry_wait_seconds verb=watch 0.8
 	// kretry_watch_resumes_total reason=5xx 1
 	// kretry_watch_resumes_total reason=broken-body 1
+}
+
+// A process that talks to two clusters gives each cluster's transport its
+// own Metrics, told apart by a constant label; both count into one
+// registry.
+func ExampleNewWithOptions() {
+	registry := prometheus.NewRegistry()
+	for _, cluster := range []string{"prod-eu-1", "prod-us-1"} {
+		m, err := metrics.NewWithOptions(registry, metrics.Options{ConstLabels: prometheus.Labels{"cluster": cluster}})
+		if err != nil {
+			panic(err)
+		}
+		// cfg.Wrap(transport.Wrapper(transport.Config{Observer: m})) for that cluster's rest.Config;
+		// here the transport's report of a give-up is made directly.
+		m.ObserveGiveUp(transport.GiveUpEvent{Verb: transport.VerbList, Reason: transport.ReasonConnection})
+	}
+	families, _ := registry.Gather()
+	for _, family := range families {
+		if family.GetName() != "kretry_giveups_total" {
+			continue
+		}
+		for _, sample := range family.GetMetric() {
+			if v := sample.GetCounter().GetValue(); v != 0 {
+				fmt.Println(sample.GetLabel()[0].GetName(), sample.GetLabel()[0].GetValue(), v)
+			}
+		}
+	}
+	// Output:
+	// cluster prod-eu-1 1
+	// cluster prod-us-1 1
 }

@@ -18,13 +18,26 @@ type Metrics struct {
 	retryWait      *prometheus.HistogramVec
 	budgetRefusals *prometheus.CounterVec
 	listResumes    *prometheus.CounterVec
-	listSkipped    *prometheus.CounterVec // no labels: no series before the first resume
+	listSkipped    *prometheus.CounterVec // no labels
+	initialState   *prometheus.CounterVec
 }
 
 var (
-	_ transport.Observer           = (*Metrics)(nil)
-	_ transport.ListResumeObserver = (*Metrics)(nil)
+	_ transport.Observer             = (*Metrics)(nil)
+	_ transport.ListResumeObserver   = (*Metrics)(nil)
+	_ transport.InitialStateObserver = (*Metrics)(nil)
 )
+
+// Options are the settings of NewWithOptions.
+type Options struct {
+	// ConstLabels are added to every series of these collectors, the same
+	// values on all of them: a bounded way to tell apart the clusters (or
+	// API servers) one process talks to, one Metrics per cluster, e.g.
+	// prometheus.Labels{"cluster": "prod-eu-1"}. Every Metrics on one
+	// registry must use the same label names (values may differ); default
+	// none. Never a value taken from a request.
+	ConstLabels prometheus.Labels
+}
 
 // WaitBuckets are the buckets of kretry_retry_wait_seconds, in seconds:
 // from an immediate resume to the 60s cap on a server-named wait.
@@ -33,42 +46,65 @@ var WaitBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 30, 60}
 // New creates kretry's collectors and registers them on reg (see the
 // package doc for which registerer to pass). If reg already holds
 // collectors of the same names and labels (a second New on one registry),
-// those are reused, so two transports can count into one registry.
+// those are reused, so two transports can count into one registry. Every
+// counter's series for the label values kretry can report are there from
+// the start, at 0, so that increase() and rate() see the first event.
 func New(reg prometheus.Registerer) (*Metrics, error) {
+	return NewWithOptions(reg, Options{})
+}
+
+// NewWithOptions is New with opts: NewWithOptions(reg, Options{}) is
+// New(reg). Collectors with other ConstLabels values are other collectors:
+// two clusters' Metrics on one registry count apart.
+func NewWithOptions(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	constLabels := opts.ConstLabels
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_requests_total",
-			Help: "Requests kretry sent to the API server (first attempts, retries and watch resumes), by verb and answer class.",
+			Name:        "kretry_requests_total",
+			ConstLabels: constLabels,
+			Help:        "Requests kretry sent to the API server (first attempts, retries and watch resumes), by verb and answer class.",
 		}, []string{"verb", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_retries_total",
-			Help: "Retries and watch resumes kretry made, by verb and reason.",
+			Name:        "kretry_retries_total",
+			ConstLabels: constLabels,
+			Help:        "Retries and watch resumes kretry made, by verb and reason.",
 		}, []string{"verb", "reason"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_watch_resumes_total",
-			Help: "Reopenings of an established watch stream at its last resourceVersion, by reason.",
+			Name:        "kretry_watch_resumes_total",
+			ConstLabels: constLabels,
+			Help:        "Reopenings of an established watch stream at its last resourceVersion, by reason.",
 		}, []string{"reason"}),
 		giveUps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_giveups_total",
-			Help: "Failures kretry stopped retrying and handed to the caller (or ended a watch cleanly on), by verb and reason.",
+			Name:        "kretry_giveups_total",
+			ConstLabels: constLabels,
+			Help:        "Failures kretry stopped retrying and handed to the caller (or ended a watch cleanly on), by verb and reason.",
 		}, []string{"verb", "reason"}),
 		retryWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "kretry_retry_wait_seconds",
-			Help:    "How long kretry waited before a retry or watch resume, by verb.",
-			Buckets: WaitBuckets,
+			Name:        "kretry_retry_wait_seconds",
+			ConstLabels: constLabels,
+			Help:        "How long kretry waited before a retry or watch resume, by verb.",
+			Buckets:     WaitBuckets,
 		}, []string{"verb"}),
 		budgetRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_budget_refusals_total",
-			Help: "Retries the retry budget refused (the failure went to the caller at once), by verb.",
+			Name:        "kretry_budget_refusals_total",
+			ConstLabels: constLabels,
+			Help:        "Retries the retry budget refused (the failure went to the caller at once), by verb.",
 		}, []string{"verb"}),
 		listResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_list_resumes_total",
-			Help: "LIST bodies broken mid-read and asked for again at their exact resourceVersion, by outcome (resumed, mismatch, gone, gave-up).",
+			Name:        "kretry_list_resumes_total",
+			ConstLabels: constLabels,
+			Help:        "LIST bodies broken mid-read and asked for again at their exact resourceVersion, by outcome (resumed, mismatch, gone, gave-up).",
 		}, []string{"outcome"}),
 		listSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kretry_list_resume_skipped_bytes_total",
-			Help: "Bytes of LIST bodies read again on a resume and checked against what was already delivered.",
+			Name:        "kretry_list_resume_skipped_bytes_total",
+			ConstLabels: constLabels,
+			Help:        "Bytes of LIST bodies read again on a resume and checked against what was already delivered.",
 		}, nil),
+		initialState: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "kretry_initial_state_fetches_total",
+			ConstLabels: constLabels,
+			Help:        "Initial-state fetches callers sent through kretry (a LIST's first page: verb list; a watch with sendInitialEvents=true: verb watch), once per call, kretry's own retries and resumes not included.",
+		}, []string{"verb"}),
 	}
 	var err error
 	m.requests, err = register(reg, m.requests)
@@ -93,10 +129,69 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	if err == nil {
 		m.listSkipped, err = register(reg, m.listSkipped)
 	}
+	if err == nil {
+		m.initialState, err = register(reg, m.initialState)
+	}
 	if err != nil {
 		return nil, err
 	}
+	m.initialise()
 	return m, nil
+}
+
+// The label values kretry reports, by verb: what each counter starts at 0
+// for.
+var (
+	verbs    = []transport.Verb{transport.VerbList, transport.VerbWatch, transport.VerbGet}
+	outcomes = []transport.Outcome{
+		transport.OutcomeSuccess, transport.OutcomeRedirect, transport.OutcomeClientError, transport.OutcomeThrottled,
+		transport.OutcomeServerError, transport.OutcomeNoResponse, transport.OutcomeCallerStopped,
+	}
+	// requestReasons are a LIST's or GET's reasons; a watch has these and watchReasons.
+	requestReasons = []transport.Reason{
+		transport.ReasonTooManyRequests, transport.ReasonServerError, transport.ReasonConnection, transport.ReasonBrokenBody,
+	}
+	watchReasons = []transport.Reason{
+		transport.ReasonErrorEvent, transport.ReasonInvalidFrame, transport.ReasonStall, transport.ReasonExpiredResume,
+	}
+	listResumeOutcomes = []transport.ListResumeOutcome{
+		transport.ListResumed, transport.ListResumeMismatch, transport.ListResumeGone, transport.ListResumeGaveUp,
+	}
+)
+
+// reasonsOf are the retry reasons requests of verb can have.
+func reasonsOf(verb transport.Verb) []transport.Reason {
+	if verb == transport.VerbWatch {
+		return append(append([]transport.Reason(nil), requestReasons...), watchReasons...)
+	}
+	return requestReasons
+}
+
+// initialise creates every counter series kretry can report, at 0. The
+// wait histogram is left to its first observation: its buckets would
+// multiply the series for no alert's sake.
+func (m *Metrics) initialise() {
+	for _, verb := range verbs {
+		v := string(verb)
+		for _, outcome := range outcomes {
+			m.requests.WithLabelValues(v, string(outcome))
+		}
+		for _, reason := range reasonsOf(verb) {
+			m.retries.WithLabelValues(v, string(reason))
+			m.giveUps.WithLabelValues(v, string(reason))
+			if verb == transport.VerbWatch {
+				m.resumes.WithLabelValues(string(reason))
+			}
+		}
+		m.budgetRefusals.WithLabelValues(v)
+	}
+	m.giveUps.WithLabelValues(string(transport.VerbWatch), string(transport.ReasonDeadline))
+	for _, outcome := range listResumeOutcomes {
+		m.listResumes.WithLabelValues(string(outcome))
+	}
+	m.listSkipped.WithLabelValues()
+	m.initialState.WithLabelValues(string(transport.VerbList))
+	m.initialState.WithLabelValues(string(transport.VerbWatch))
 }
 
 // register registers c, or returns the collector reg already holds under
@@ -142,4 +237,9 @@ func (m *Metrics) ObserveBudgetRefusal(e transport.BudgetEvent) {
 func (m *Metrics) ObserveListResume(e transport.ListResumeEvent) {
 	m.listResumes.WithLabelValues(string(e.Outcome)).Inc()
 	m.listSkipped.WithLabelValues().Add(float64(e.SkippedBytes))
+}
+
+// ObserveInitialState counts kretry_initial_state_fetches_total.
+func (m *Metrics) ObserveInitialState(e transport.InitialStateEvent) {
+	m.initialState.WithLabelValues(string(e.Verb)).Inc()
 }

@@ -69,6 +69,21 @@ var (
 	error500 = answer(200, `{"type":"ERROR","object":`+status(500)+`}`+"\n")
 )
 
+// get sends a GET for url through rt and reads its body whole.
+func get(t *testing.T, rt http.RoundTripper, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+}
+
 // TestStormCounters drives a scripted storm through two transports that
 // share one Metrics and checks every counter's exact value, and what
 // client-go's retry metric was told.
@@ -97,19 +112,7 @@ func TestStormCounters(t *testing.T) {
 	tiny := &script{answers: []func() (*http.Response, error){s503, s503}}
 	tinyBudget := newTransport(tiny, transport.RetryBudget{Ratio: 0.001, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry
 
-	send := func(rt http.RoundTripper, url string) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("%s: %v", url, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-	}
+	send := func(rt http.RoundTripper, url string) { t.Helper(); get(t, rt, url) }
 	const pods = "http://k8s.test/api/v1/namespaces/ns/pods"
 	send(defaultBudget, pods)
 	send(defaultBudget, pods)
@@ -151,7 +154,7 @@ kretry_watch_resumes_total{reason="5xx"} 2
 kretry_watch_resumes_total{reason="broken-body"} 2
 kretry_watch_resumes_total{reason="error-event"} 1
 `
-	if err := testutil.GatherAndCompare(registry, strings.NewReader(want),
+	if err := testutil.GatherAndCompare(nonZero(registry), strings.NewReader(want),
 		"kretry_budget_refusals_total", "kretry_giveups_total", "kretry_requests_total",
 		"kretry_retries_total", "kretry_watch_resumes_total"); err != nil {
 		t.Error(err)

@@ -9,11 +9,17 @@ import (
 
 // New returns a RoundTripper that retries LIST and WATCH requests and
 // resumes WATCH streams, sending every attempt through next. Requests it
-// does not retry reach next exactly as they came.
+// does not retry reach next exactly as they came. With DisableEnv set it
+// returns next itself.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
+	if disabledByEnv() {
+		return next
+	}
 	p := cfg.policy()
+	initial, _ := cfg.Observer.(InitialStateObserver)
 	return &roundTripper{
 		next:      next,
+		initial:   initial,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
 		list: listretry.New(next, listretry.Config{
@@ -36,12 +42,16 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 // WrapTransport):
 //
 //	cfg.Wrap(transport.Wrapper(transport.Config{}))
+//
+// DisableEnv, read when client-go calls the wrapper, makes it a
+// pass-through.
 func Wrapper(cfg Config) func(http.RoundTripper) http.RoundTripper {
 	return func(next http.RoundTripper) http.RoundTripper { return New(next, cfg) }
 }
 
 type roundTripper struct {
 	next      http.RoundTripper
+	initial   InitialStateObserver // hears initial-state fetches; nil: none
 	apiPrefix string
 	retryGets bool
 	list      http.RoundTripper
@@ -51,7 +61,12 @@ type roundTripper struct {
 
 // RoundTrip routes req by its kind; see classify.
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch classify(req, t.apiPrefix) {
+	if retryOff(req) {
+		return t.next.RoundTrip(req)
+	}
+	k := classify(req, t.apiPrefix)
+	observeInitialState(t.initial, req, k)
+	switch k {
 	case kindWatch:
 		return done(t.watch.RoundTrip(req))
 	case kindList:

@@ -10,7 +10,12 @@
 // module (github.com/kretry/kretry/metrics) registered on controller-runtime's
 // metrics.Registry, so that the manager's /metrics serves kretry_requests_total,
 // kretry_retries_total and the rest beside controller-runtime's own, joined with
-// metrics.ClientGoRetries, which adds kretry's retries to rest_client_request_retries_total.
+// metrics.ClientGoRetries, which adds kretry's retries to client-go's retry hook. That hook
+// reaches /metrics as rest_client_request_retries_total{code,verb,host} only once
+// metrics.RegisterRESTClientMetrics(metrics.MetricRequestRetry) has been called
+// (controller-runtime v0.25 and later; this example does not call it, so its /metrics has no
+// such series); controller-runtime v0.22 to v0.24 never serve it. kretry_retries_total counts
+// kretry's retries either way.
 //
 // It is a module of its own so that the library's go.mod does not grow by controller-runtime
 // and its dependencies. Run it against a cluster (read-only: it never writes):

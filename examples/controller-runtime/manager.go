@@ -21,8 +21,10 @@ import (
 // kretryObserver counts what kretry does (kretry_requests_total, kretry_retries_total,
 // kretry_watch_resumes_total, kretry_giveups_total, kretry_retry_wait_seconds,
 // kretry_budget_refusals_total) on controller-runtime's metrics.Registry, which the
-// manager's /metrics serves, and adds kretry's retries and resumes to client-go's
-// rest_client_request_retries_total, which controller-runtime registers there too.
+// manager's /metrics serves, and adds kretry's retries and resumes to client-go's retry hook:
+// served as rest_client_request_retries_total{code,verb,host} only after
+// metrics.RegisterRESTClientMetrics(metrics.MetricRequestRetry) (controller-runtime v0.25 and
+// later), which this example does not call; earlier versions never serve it.
 var kretryObserver = transport.JoinObservers(mustMetrics(kretrymetrics.New(metrics.Registry)), kretrymetrics.ClientGoRetries())
 
 func mustMetrics(m *kretrymetrics.Metrics, err error) *kretrymetrics.Metrics {
