@@ -4,7 +4,9 @@
 #
 # For each client-go version, a copy of this checkout (no .git, no .apiserver) outside the
 # workspace (GOWORK=off) gets k8s.io/{api,apimachinery,client-go} pinned with go mod edit and
-# go mod tidy; then go vet and go test of the library packages and the conformance suite. For each controller-runtime version, the example's module in such a
+# go mod tidy; then go vet (and go vet -stdversion) and go test of the library packages and the
+# conformance suite, and of the metrics module at that client-go. For each controller-runtime
+# version, the example's module in such a
 # copy is pointed at the copy's library and metrics modules (replace), pinned to that
 # controller-runtime and the client-go minor it is built for, then built, vetted and tested:
 # its TestManager runs the manager against the in-process demo server with faults.
@@ -65,13 +67,20 @@ for v in "${clientgo[@]}"; do
 	tidy=$(step bash -c "$GO mod edit -require=k8s.io/api@$v -require=k8s.io/apimachinery@$v -require=k8s.io/client-go@$v && $GO mod tidy")
 	vet=FAIL test=FAIL
 	if [[ $tidy == ok ]]; then
-		vet=$(step "$GO" vet "${libpkgs[@]}")
+		# -stdversion: no standard library symbol newer than the go line (go 1.24 at the floor).
+		vet=$(step bash -c "$GO vet ${libpkgs[*]} && $GO vet -stdversion ${libpkgs[*]}")
 		test=$(step "$GO" test -count=1 "${libpkgs[@]}")
+	fi
+	# The metrics module at the same client-go, on this copy of the library.
+	metrics=FAIL
+	if [[ $tidy == ok ]]; then
+		metrics=$(step bash -c "cd metrics && $GO mod edit -replace=github.com/kretry/kretry=.. -require=k8s.io/client-go@$v && $GO mod tidy &&
+			$GO vet ./... && $GO vet -stdversion ./... && $GO test -count=1 ./...")
 	fi
 	golines="$(sed -n 's/^go //p' go.mod)"
 	smd="$($GO list -m -f '{{.Path}} {{.Version}}' all 2>/dev/null | sed -n 's|^sigs.k8s.io/structured-merge-diff/\(v[0-9]*\) \(.*\)|\1 \2|p' | head -n1)"
-	row="| client-go $v | go $golines, smd $smd | tidy $tidy | vet $vet | test $test | $((SECONDS - began)) s |"
-	[[ "$tidy$vet$test" == okokok ]] || failed=1
+	row="| client-go $v | go $golines, smd $smd | tidy $tidy | vet $vet | test $test | metrics $metrics | $((SECONDS - began)) s |"
+	[[ "$tidy$vet$test$metrics" == okokokok ]] || failed=1
 	rows+=("$row")
 	echo "$row"
 	cd "$root"
@@ -85,9 +94,11 @@ for pair in "${runtime[@]}"; do
 	: >"$log"
 	copy "cr-$cr"
 	cd "$work/cr-$cr/examples/controller-runtime"
-	# The example's own go.mod is the ceiling's; this one is what a module on $cr would have.
+	# The example's own go.mod is the ceiling's; this one is what a module on $cr would have:
+	# its direct requirements at $cr's versions and no indirect ones (the ceiling's indirect
+	# requirements, k8s.io/apiextensions-apiserver v0.37 among them, would lift client-go to v0.37).
 	deps="-require=sigs.k8s.io/controller-runtime@$cr -require=k8s.io/api@$v -require=k8s.io/apimachinery@$v -require=k8s.io/client-go@$v"
-	tidy=$(step bash -c "$GO mod edit -go=1.24.0 -droprequire=github.com/prometheus/client_golang -droprequire=k8s.io/klog/v2 \
+	tidy=$(step bash -c "sed -i '/\/\/ indirect\$/d' go.mod && $GO mod edit -go=1.24.0 -droprequire=github.com/prometheus/client_golang -droprequire=k8s.io/klog/v2 \
 		-replace=github.com/kretry/kretry=../.. -replace=github.com/kretry/kretry/metrics=../../metrics $deps && $GO mod tidy")
 	build=FAIL test=FAIL
 	if [[ $tidy == ok ]]; then
@@ -95,8 +106,9 @@ for pair in "${runtime[@]}"; do
 		test=$(step "$GO" test -count=1 ./...)
 	fi
 	got="$($GO list -m -f '{{.Version}}' k8s.io/client-go 2>/dev/null || true) / $($GO list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime 2>/dev/null || true)"
-	row="| controller-runtime $cr | client-go / controller-runtime in the build: $got, go $(sed -n 's/^go //p' go.mod) | tidy $tidy | build+vet $build | test $test | $((SECONDS - began)) s |"
-	[[ "$tidy$build$test" == okokok ]] || failed=1
+	[[ "$got" == "$v / $cr" ]] || got="$got (FAIL: not $v / $cr)"
+	row="| controller-runtime $cr | client-go / controller-runtime in the build: $got, go $(sed -n 's/^go //p' go.mod) | tidy $tidy | build+vet $build | test $test | metrics in the build | $((SECONDS - began)) s |"
+	[[ "$tidy$build$test" == okokok && "$got" == "$v / $cr" ]] || failed=1
 	rows+=("$row")
 	echo "$row"
 	cd "$root"
@@ -104,8 +116,8 @@ for pair in "${runtime[@]}"; do
 done
 
 echo
-echo "| what | resolved | | | | time |"
-echo "|---|---|---|---|---|---|"
+echo "| what | resolved | tidy | vet | test | metrics module | time |"
+echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo "total $((SECONDS - start_all)) s ($("$GO" version | cut -d' ' -f3)); logs in $logs"
 exit $failed
