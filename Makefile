@@ -4,7 +4,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 
 .PHONY: rules-test
-.PHONY: test unit vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image
+.PHONY: test unit compat compat-quick vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
 # the root go.work uses but the root, which builds them against this checkout; and the release
@@ -17,7 +17,7 @@ VERSION      ?= $(shell $(RELEASE) version)
 ## test: vet, gofmt check, unit tests with -race, a rehearsed release, the e2e suite against a
 ## real kube-apiserver, then a soak of $(TESTSOAK) (make soak runs one of $(SOAK)).
 TESTSOAK ?= 2m
-test: vet fmtcheck unit release-check e2e
+test: vet fmtcheck unit compat-quick release-check e2e
 	@$(MAKE) --no-print-directory soak SOAK=$(TESTSOAK)
 
 unit: rules-test
@@ -38,6 +38,16 @@ vet:
 	$(GO) vet $(PKGS)
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) vet ./...); done
+
+## compat: the library's vet and tests (conformance suite included) at the newest patch of every
+## supported client-go minor, v0.33-v0.37, and examples/controller-runtime built and tested with
+## every controller-runtime minor, v0.21-v0.25 (docs/compatibility.md). compat-quick (in make
+## test): the floor and the ceiling only.
+compat:
+	GO=$(GO) tools/compat/compat.sh
+
+compat-quick:
+	GO=$(GO) tools/compat/compat.sh quick
 
 ## release-check: rehearse releasing every module at VERSION (default: the version the go.mod
 ## files require) through a file-system module proxy, then build a consumer of the library and

@@ -156,6 +156,7 @@ func evaluate(sc Scenario, wrap func(http.RoundTripper) http.RoundTripper, fixtu
 	r, err := newReplay(sc, fixtures)
 	if err == nil {
 		r.elapse = opts.Elapse
+		err = r.informerStartsHere()
 	}
 	if err != nil {
 		var skip errSkip

@@ -19,8 +19,11 @@ const (
 	Pager
 	// List is one typed clientset LIST with the recorded options.
 	List
-	// Informer is a SharedIndexInformer from client-go's informer factory on the recorded
-	// collection: a streaming list (WATCH with sendInitialEvents), then the watch.
+	// Informer is a SharedIndexInformer on the recorded collection. On a fixture with a
+	// streaming list (WATCH with sendInitialEvents) it is the informer factory's, which starts
+	// with that where client-go's WatchListClient gate is on; on a fixture of LIST pages and a
+	// watch it starts with the LIST (the reflector's pager, at the recorded page size), then
+	// watches from the list's resourceVersion.
 	Informer
 	// Create is a typed clientset Create (a POST) of a ConfigMap into the recorded namespace.
 	Create

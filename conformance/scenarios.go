@@ -241,5 +241,5 @@ func Scenarios() []Scenario {
 		{Name: "informer-protobuf/error-500", Fixture: "watch-list-protobuf", Caller: Informer,
 			Faults: []Fault{errorEvent(0, 6, 500, 0)},
 			Why:    "an in-stream protobuf ERROR 500 must not cost a relist"},
-	}, append(append(append(edgeScenarios(), deadlineScenarios()...), listResumeScenarios()...), cborScenarios()...)...)
+	}, append(append(append(edgeScenarios(), deadlineScenarios()...), listResumeScenarios()...), append(cborScenarios(), informerListScenarios()...)...)...)
 }

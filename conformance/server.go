@@ -129,6 +129,11 @@ func newReplay(sc Scenario, fixtures map[string]*fixture.File) (*replay, error) 
 	if r.watch != nil {
 		r.cursor = cursor{rv: r.watch.query.Get("resourceVersion"), initialAllowed: r.watch.sendsInitial}
 	}
+	if sc.Caller == Informer {
+		if err := r.checkInformerStart(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.checkFaultsFit(); err != nil {
 		return nil, err
 	}
@@ -307,8 +312,11 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		}
 	}
 	if r.sc.Caller == Informer {
-		r.countInitialFetch("LIST " + shortQuery(q))
-		if ex == nil {
+		if !q.Has("continue") {
+			// A LIST page after the first is the same initial-state fetch.
+			r.countInitialFetch("LIST " + shortQuery(q))
+		}
+		if ex == nil && !r.listStart() {
 			answer("not in the recording")
 			r.problem(true, "LIST %s: the informer fell back to a LIST", shortQuery(q))
 			return r.statusResponse(req, Fault{Kind: Status, Code: http.StatusBadRequest}), nil
