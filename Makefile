@@ -36,6 +36,7 @@ rules-test:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./e2e/
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) vet ./...); done
 

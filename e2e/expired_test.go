@@ -81,11 +81,13 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 	retries.mark()
 	var wg sync.WaitGroup
 	for _, s := range c.Servers() {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			if err := s.Stop(); err != nil {
 				t.Errorf("stop apiserver-%d: %v", s.Index(), err)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	rev, err := c.PutEtcd(ctx, "/kretry-e2e/moved-on", "1")
@@ -99,11 +101,13 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 		t.Fatalf("etcd at revision %d, not past the resume point %d", rev, resumePoint)
 	}
 	for _, s := range c.Servers() {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			if err := s.Start(ctx); err != nil {
 				t.Errorf("start apiserver-%d: %v", s.Index(), err)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if t.Failed() {
