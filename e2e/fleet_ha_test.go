@@ -107,6 +107,9 @@ func TestFleetHA(t *testing.T) {
 	table := fleetHATable(all)
 	fmt.Print(table)
 	t.Log("\n" + table)
+	if root, err := os.Getwd(); err == nil {
+		os.WriteFile(filepath.Join(filepath.Dir(root), ".apiserver", "e2e-fleet-ha-figures.txt"), []byte(table), 0o644)
+	}
 	if path := fleetHAJSONPath(); path != "" {
 		data, _ := json.MarshalIndent(fleetHAFile{Agents: n, Machine: machineLine(), Runs: all}, "", " ")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
