@@ -560,6 +560,9 @@ type haWrite struct {
 	at   time.Time // when the write was sent
 }
 
+// fleetHAGen numbers the writer's ticks across runs.
+var fleetHAGen atomic.Int64
+
 // haWriter patches pods through the balancer every second.
 type haWriter struct {
 	mu     sync.Mutex
@@ -576,14 +579,14 @@ func startHAWriter(admin kubernetes.Interface, ns string, n int) *haWriter {
 		defer close(w.done)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		next, gen := 0, 0
+		next := 0
 		for {
 			select {
 			case <-w.stop:
 				return
 			case <-tick.C:
 			}
-			gen++
+			gen := fleetHAGen.Add(1) // never a value of an earlier run: a patch that changes nothing writes nothing
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 8)
 			for k := 0; k < per; k++ {
