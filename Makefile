@@ -144,7 +144,7 @@ fleet-ha:
 	@$(MAKE) --no-print-directory e2e-deps
 	KRETRY_E2E=1 KRETRY_FLEETHA_AGENTS=$(FLEETHA_AGENTS) KRETRY_FLEETHA_RUNS=$(FLEETHA_RUNS) KRETRY_FLEETHA_PACES=$(FLEETHA_PACES) \
 		KRETRY_FLEETHA_JSON=$(CURDIR)/$(FLEETHA_JSON) $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestFleetHA$$' -v ./e2e/
-	cd e2e/plot && $(GO) run . -fleet-ha -in $(CURDIR)/$(FLEETHA_JSON) -out $(CURDIR)/$(FLEETHA_PLOT) -title "$(FLEETHA_AGENTS) node agents"
+	cd e2e/plot && $(GO) run . -fleet-ha -in $(CURDIR)/$(FLEETHA_JSON) -out $(CURDIR)/$(FLEETHA_PLOT) -title "node agents through a rolling upgrade"
 
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh

@@ -750,7 +750,7 @@ func (m *procMeter) loop() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	prevAPI, prevEtcd, prevSelf := m.apiCPU(), readProc(m.etcd).cpu, readProc(os.Getpid()).cpu
-	prevReq := 0
+	prevReq := m.fleet.second() // the fleet's sync before the meter started is not the upgrade's
 	for {
 		select {
 		case <-m.stop:
