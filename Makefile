@@ -4,20 +4,20 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 
 .PHONY: rules-test
-.PHONY: test unit vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak fleet-ha
+.PHONY: test unit compat compat-quick vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image fleet-ha
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
 # the root go.work uses but the root, which builds them against this checkout; and the release
-# tool, a module outside the workspace. See RELEASING.md.
+# and image tools, modules outside the workspace. See RELEASING.md.
 SUBMODULES   := $(patsubst $(CURDIR)/%,%,$(filter-out $(CURDIR),$(shell $(GO) list -m -f '{{.Dir}}')))
-TOOLMODULES  := tools/release
+TOOLMODULES  := tools/release tools/image
 RELEASE      := cd tools/release && GOWORK=off $(GO) run .
 VERSION      ?= $(shell $(RELEASE) version)
 
 ## test: vet, gofmt check, unit tests with -race, a rehearsed release, the e2e suite against a
 ## real kube-apiserver, then a soak of $(TESTSOAK) (make soak runs one of $(SOAK)).
 TESTSOAK ?= 2m
-test: vet fmtcheck unit release-check e2e
+test: vet fmtcheck unit compat-quick release-check e2e
 	@$(MAKE) --no-print-directory soak SOAK=$(TESTSOAK)
 
 unit: rules-test
@@ -39,11 +39,27 @@ vet:
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) vet ./...); done
 
+## compat: the library's vet and tests (conformance suite included) at the newest patch of every
+## supported client-go minor, v0.33-v0.37, and examples/controller-runtime built and tested with
+## every controller-runtime minor, v0.21-v0.25 (docs/compatibility.md). compat-quick (in make
+## test): the floor and the ceiling only.
+compat:
+	GO=$(GO) tools/compat/compat.sh
+
+compat-quick:
+	GO=$(GO) tools/compat/compat.sh quick
+
 ## release-check: rehearse releasing every module at VERSION (default: the version the go.mod
 ## files require) through a file-system module proxy, then build a consumer of the library and
 ## the metrics module and `go install` kretry-proxy from it, outside the repository.
 release-check:
 	$(RELEASE) check $(VERSION)
+
+## image: kretry-proxy's container image, built offline and reproducibly (tools/image): a
+## tarball for docker load or crane push, its digest printed. Timestamps: the HEAD commit's time.
+IMAGE ?= kretry-proxy.tar
+image:
+	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -tag kretry-proxy:$(VERSION)
 
 ## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
 bump:
@@ -106,7 +122,7 @@ callgrind-read:
 ## targets also scan in lent slices (in place); watchretry's read the resuming body with random
 ## read sizes over random cuts.
 FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR \
-	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf
+	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf ./cmd/kretry-proxy/proxy:FuzzGuard
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; name=$${target##*:}; \

@@ -54,11 +54,18 @@ func (b *lockedBody) Close() error {
 type errBody struct {
 	*fixture.ChunkReader
 	end error
+	// beforeEnd, if set, runs once before the end is returned (a body that streamed for
+	// long: Fault.Elapse).
+	beforeEnd func()
 }
 
 func (b *errBody) Read(p []byte) (int, error) {
 	n, err := b.ChunkReader.Read(p)
 	if err != nil && err != io.EOF {
+		if b.beforeEnd != nil {
+			b.beforeEnd()
+			b.beforeEnd = nil
+		}
 		err = b.end
 	}
 	return n, err

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -175,6 +178,8 @@ func (r *replay) pagerList(ctx context.Context, cs *kubernetes.Clientset) observ
 		obs.items, obs.err = itemsOf(list)
 	}
 	obs.aborted = isClosed(r.aborted)
+	// A LIST that returned only when the run's deadline ended it hung: whatever it got.
+	obs.timedOut = ctx.Err() != nil && !obs.aborted
 	return obs
 }
 
@@ -201,6 +206,8 @@ func (r *replay) listEach(ctx context.Context, cs *kubernetes.Clientset) observa
 		obs.items = append(obs.items, items...)
 	}
 	obs.aborted = isClosed(r.aborted)
+	// A LIST that returned only when the run's deadline ended it hung: whatever it got.
+	obs.timedOut = ctx.Err() != nil && !obs.aborted
 	return obs
 }
 
@@ -248,8 +255,22 @@ func (r *replay) informer(ctx context.Context, cs *kubernetes.Clientset) observa
 		default:
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(r.namespace))
-	inf := factory.Core().V1().ConfigMaps().Informer()
+	var inf cache.SharedIndexInformer
+	var start func(stop chan struct{})
+	var shutdown func()
+	if r.listStart() {
+		inf = cache.NewSharedIndexInformer(r.listStartWatcher(ctx, cs), &corev1.ConfigMap{}, 0, cache.Indexers{})
+		var wg sync.WaitGroup
+		start = func(stop chan struct{}) {
+			wg.Add(1)
+			go func() { defer wg.Done(); inf.Run(stop) }()
+		}
+		shutdown = wg.Wait
+	} else {
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(r.namespace))
+		inf = factory.Core().V1().ConfigMaps().Informer()
+		start, shutdown = func(stop chan struct{}) { factory.Start(stop) }, factory.Shutdown
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, initial bool) { note("ADDED", obj, initial) },
 		UpdateFunc: func(_, obj any) { note("MODIFIED", obj, false) },
@@ -259,10 +280,10 @@ func (r *replay) informer(ctx context.Context, cs *kubernetes.Clientset) observa
 		return obs
 	}
 	stop := make(chan struct{})
-	factory.Start(stop)
+	start(stop)
 	defer func() {
 		close(stop)
-		factory.Shutdown()
+		shutdown()
 	}()
 	count := func() int {
 		mu.Lock()
@@ -317,10 +338,48 @@ func (n notification) String() string {
 	return s
 }
 
+// listStart reports whether the fixture records an informer that starts with a LIST (the
+// pages, then a watch from the list's resourceVersion) rather than a streaming list.
+func (r *replay) listStart() bool {
+	return len(r.lists) > 0 && r.watch != nil && !r.watch.sendsInitial
+}
+
+// listStartWatcher is the ListerWatcher of an informer that starts with a LIST, paged as
+// recorded. It tells client-go v0.35+ not to try a streaming list (v0.33 and v0.34 never do
+// unless their WatchListClient gate is on), so that the informer starts with the pages
+// client-go <= v0.34 and v0.35+ with WatchListClient=false send.
+func (r *replay) listStartWatcher(ctx context.Context, cs *kubernetes.Clientset) cache.ListerWatcher {
+	limit, _ := strconv.ParseInt(r.lists[0].Request.Query().Get("limit"), 10, 64)
+	configMaps := cs.CoreV1().ConfigMaps(r.namespace)
+	return listStartWatcher{&cache.ListWatch{
+		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
+			opts.Limit = limit // the reflector's pager asks for 500 a page
+			return configMaps.List(ctx, opts)
+		},
+		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
+			return configMaps.Watch(ctx, opts)
+		},
+	}}
+}
+
+// listStartWatcher is a ListerWatcher that does not support the streaming list, the opt-out
+// client-go's reflector honours from v0.35 on (watchlist.DoesClientNotSupportWatchListSemantics).
+type listStartWatcher struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported is client-go's opt-out of the streaming list.
+func (listStartWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
 // expectedNotes are the notifications an informer's handler gets from the recorded
-// watch: an add for each object of the initial state, then one per later event.
+// initial state (the LIST pages, or the streaming list's ADDED events): an add for each
+// object, then one per later event of the watch.
 func (r *replay) expectedNotes() []notification {
 	var notes []notification
+	if r.listStart() {
+		items, _ := r.recordedItems() // newReplay checked that they decode
+		for _, it := range items {
+			notes = append(notes, notification{Event: Event{Type: "ADDED", Name: it.Name, ResourceVersion: it.ResourceVersion}, initial: true})
+		}
+	}
 	for _, f := range r.watch.frames {
 		switch f.event.Type {
 		case "ADDED", "MODIFIED", "DELETED":
@@ -329,3 +388,36 @@ func (r *replay) expectedNotes() []notification {
 	}
 	return notes
 }
+
+// checkInformerStart makes sure the fixture can serve an informer: a LIST start (pages, then
+// a watch from the list's resourceVersion) or a streaming list. The streaming list needs
+// client-go's WatchListClient gate, on by default from client-go v0.35 (off by default in
+// v0.33 and v0.34, whose informers start with a LIST): informerStartsHere.
+func (r *replay) checkInformerStart() error {
+	switch {
+	case r.watch == nil:
+		return fmt.Errorf("fixture %s: an informer needs a recorded watch", r.sc.Fixture)
+	case r.listStart():
+		if _, err := r.recordedItems(); err != nil {
+			return fmt.Errorf("fixture %s: %w", r.sc.Fixture, err)
+		}
+	case !r.watch.sendsInitial:
+		return fmt.Errorf("fixture %s: an informer starts with a LIST or a streaming list, and it records neither", r.sc.Fixture)
+	}
+	return nil
+}
+
+// informerStartsHere reports, before an informer scenario runs, whether this client-go's
+// informer starts as the fixture records: a streaming list needs the WatchListClient gate.
+func (r *replay) informerStartsHere() error {
+	if r.sc.Caller == Informer && !r.listStart() && !clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
+		return errSkip{WatchListOff}
+	}
+	return nil
+}
+
+// WatchListOff is the Result.Reason of an informer scenario on a streaming list skipped
+// because client-go's WatchListClient gate is off (client-go v0.33 and v0.34 by default;
+// KUBE_FEATURE_WatchListClient=true turns it on): such informers start with a LIST, which
+// the informer-list scenarios cover.
+const WatchListOff = "client-go's WatchListClient gate is off: its informers start with a LIST (the informer-list scenarios)"

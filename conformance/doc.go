@@ -19,7 +19,9 @@
 // A Scenario is a fixture, a Caller, a fault schedule and the Outcome a correct transport
 // produces. The callers are real client-go: a typed clientset's Watch read to the end (what
 // kubectl get -w does), a LIST through tools/pager, single LISTs, a Create, and a
-// SharedIndexInformer (which starts with a streaming list). The faults are those of a real
+// SharedIndexInformer, started both ways client-go starts one: with a streaming list (v0.35+,
+// the WatchListClient gate on; skipped where it is off) and with a paged LIST then a watch
+// (v0.33 and v0.34, and v0.35+ with WatchListClient=false). The faults are those of a real
 // network and a real control plane: a connection cut at a byte offset (inside a frame, inside
 // a protobuf length prefix or a CBOR head, at a frame boundary, halfway through a LIST body),
 // an early clean close of a watch, an HTTP status in place of a response (503 without

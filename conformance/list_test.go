@@ -9,6 +9,8 @@ var listResumeFailures = []string{
 	"list-exact/cut-twice",
 	"list-exact/cut-near-end",
 	"list-exact/resume-gets-503",
+	"list-exact/resume-unanswered",
+	"list-exact/503-then-long-body-cut",
 	"list-exact-protobuf/cut-page-1",
 	"list-exact-protobuf/cut-page-2",
 	"list-rv0-exact/cut-mid-body",

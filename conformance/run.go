@@ -39,6 +39,11 @@ type Options struct {
 	// parallel (Run, when > 1). Leave it at 0 or 1 when the transport under test shares a
 	// virtual clock across scenarios: their waits would add up on it.
 	Parallel int
+	// Elapse makes time pass on the clock of a transport that runs on a virtual one, where a
+	// scenario has time pass (Fault.Elapse: a server that does not answer, a body that
+	// streams for long); nil: nothing, the transport runs on the wall clock and the replay
+	// makes it wait for real where it must (a silent server stays silent).
+	Elapse func(time.Duration)
 }
 
 // Result is the verdict on one scenario for one transport.
@@ -85,7 +90,7 @@ func RunWith(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper, opts 
 			if opts.Parallel > 1 {
 				t.Parallel()
 			}
-			res := evaluate(sc, wrap, fixtures, opts.timeout())
+			res := evaluate(sc, wrap, fixtures, opts)
 			switch {
 			case res.Skipped:
 				t.Skip(res.Reason)
@@ -122,7 +127,7 @@ func EvaluateWith(wrap func(http.RoundTripper) http.RoundTripper, opts Options) 
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = evaluate(sc, wrap, fixtures, opts.timeout())
+			results[i] = evaluate(sc, wrap, fixtures, opts)
 		}()
 	}
 	wg.Wait()
@@ -144,10 +149,15 @@ func (o Options) timeout() time.Duration {
 }
 
 // evaluate runs one scenario.
-func evaluate(sc Scenario, wrap func(http.RoundTripper) http.RoundTripper, fixtures map[string]*fixture.File, timeout time.Duration) Result {
+func evaluate(sc Scenario, wrap func(http.RoundTripper) http.RoundTripper, fixtures map[string]*fixture.File, opts Options) Result {
+	timeout := opts.timeout()
 	start := time.Now()
 	res := Result{Scenario: sc}
 	r, err := newReplay(sc, fixtures)
+	if err == nil {
+		r.elapse = opts.Elapse
+		err = r.informerStartsHere()
+	}
 	if err != nil {
 		var skip errSkip
 		res.Skipped = errors.As(err, &skip)

@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Caller is how real client-go uses the replayed server in a scenario.
@@ -18,8 +19,11 @@ const (
 	Pager
 	// List is one typed clientset LIST with the recorded options.
 	List
-	// Informer is a SharedIndexInformer from client-go's informer factory on the recorded
-	// collection: a streaming list (WATCH with sendInitialEvents), then the watch.
+	// Informer is a SharedIndexInformer on the recorded collection. On a fixture with a
+	// streaming list (WATCH with sendInitialEvents) it is the informer factory's, which starts
+	// with that where client-go's WatchListClient gate is on; on a fixture of LIST pages and a
+	// watch it starts with the LIST (the reflector's pager, at the recorded page size), then
+	// watches from the list's resourceVersion.
 	Informer
 	// Create is a typed clientset Create (a POST) of a ConfigMap into the recorded namespace.
 	Create
@@ -116,6 +120,10 @@ const (
 	Refused
 	// Reset fails the request before a response: connection reset by peer.
 	Reset
+	// Silent accepts the request and never answers it: a black-holed backend behind a
+	// balancer, an apiserver stuck in shutdown. Fault.Elapse passes (Options.Elapse), then
+	// the request waits until its context ends.
+	Silent
 )
 
 // Half, as Fault.Into, cuts a frame (or a LIST body) in its middle.
@@ -146,6 +154,10 @@ type Fault struct {
 	RetryAfter int
 	// Recorded names the fixture whose recorded response of Code is served by Status.
 	Recorded string
+	// Elapse is time that passes while the fault acts, on the transport's clock
+	// (Options.Elapse): for Silent, while the request goes unanswered; for a LIST Cut, while
+	// the body streams, before the cut.
+	Elapse time.Duration
 }
 
 // String describes the fault for tables and failure messages.
@@ -167,9 +179,9 @@ func (f Fault) String() string {
 	case Cut:
 		if f.On != WatchRequest {
 			if f.Into == Half {
-				return fmt.Sprintf("cut mid-body of %s", target)
+				return fmt.Sprintf("cut mid-body of %s%s", target, f.after())
 			}
-			return fmt.Sprintf("cut at byte %d of %s", f.Into, target)
+			return fmt.Sprintf("cut at byte %d of %s%s", f.Into, target, f.after())
 		}
 		return fmt.Sprintf("cut %s after %s of %s", into(), plural(f.Frame, "frame"), target)
 	case Close:
@@ -192,15 +204,25 @@ func (f Fault) String() string {
 		return "connection refused on " + target
 	case Reset:
 		return "connection reset on " + target
+	case Silent:
+		return "no answer to " + target
 	}
 	return fmt.Sprintf("FaultKind(%d) on %s", int(f.Kind), target)
+}
+
+// after describes Elapse for a LIST cut.
+func (f Fault) after() string {
+	if f.Elapse <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %v into the body", f.Elapse)
 }
 
 // retryable reports whether a correct transport retries what the fault does to a request:
 // connection failures, and 429/5xx answers or ERROR events.
 func (f Fault) retryable() bool {
 	switch f.Kind {
-	case Refused, Reset:
+	case Refused, Reset, Silent:
 		return true
 	case Status, ErrorEvent:
 		return retryable(f.Code)

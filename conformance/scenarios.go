@@ -1,5 +1,7 @@
 package conformance
 
+import "time"
+
 // Fault constructors keep the scenario table readable.
 
 func cutWatch(nth, frame, into int) Fault {
@@ -30,6 +32,10 @@ func always(f Fault) Fault {
 func refused(on RequestKind, nth int) Fault { return Fault{Kind: Refused, On: on, Nth: nth} }
 
 func reset(on RequestKind, nth int) Fault { return Fault{Kind: Reset, On: on, Nth: nth} }
+
+func silent(on RequestKind, nth int, elapse time.Duration) Fault {
+	return Fault{Kind: Silent, On: on, Nth: nth, Elapse: elapse}
+}
 
 func cutList(nth, at int) Fault { return Fault{Kind: Cut, On: ListRequest, Nth: nth, Into: at} }
 
@@ -235,5 +241,5 @@ func Scenarios() []Scenario {
 		{Name: "informer-protobuf/error-500", Fixture: "watch-list-protobuf", Caller: Informer,
 			Faults: []Fault{errorEvent(0, 6, 500, 0)},
 			Why:    "an in-stream protobuf ERROR 500 must not cost a relist"},
-	}, append(append(append(edgeScenarios(), deadlineScenarios()...), listResumeScenarios()...), cborScenarios()...)...)
+	}, append(append(append(edgeScenarios(), deadlineScenarios()...), listResumeScenarios()...), append(cborScenarios(), informerListScenarios()...)...)...)
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/jarcoal/httpmock"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,8 @@ type replay struct {
 	changed        chan struct{}
 	// bodies are every response body served, by the request line that got it.
 	bodies []servedBody
+	// elapse makes time pass on the transport's clock (Options.Elapse); nil: none.
+	elapse func(time.Duration)
 }
 
 // newReplay prepares the server of sc from its fixtures (in fixtures by name).
@@ -125,6 +128,11 @@ func newReplay(sc Scenario, fixtures map[string]*fixture.File) (*replay, error) 
 	}
 	if r.watch != nil {
 		r.cursor = cursor{rv: r.watch.query.Get("resourceVersion"), initialAllowed: r.watch.sendsInitial}
+	}
+	if sc.Caller == Informer {
+		if err := r.checkInformerStart(); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.checkFaultsFit(); err != nil {
 		return nil, err
@@ -221,6 +229,11 @@ func (r *replay) answer(req *http.Request, q url.Values, kind RequestKind, nth i
 		case Reset:
 			answer("connection reset")
 			return nil, connError("read", syscall.ECONNRESET)
+		case Silent:
+			answer("no answer")
+			r.pass(f.Elapse)
+			<-req.Context().Done()
+			return nil, req.Context().Err()
 		case Status:
 			answer(f.String())
 			if kind == WatchRequest && retryable(f.Code) && f.RetryAfter > 0 {
@@ -243,6 +256,13 @@ func (r *replay) answer(req *http.Request, q url.Values, kind RequestKind, nth i
 	answer("no recorded answer")
 	r.problem(true, "%s: no recorded answer for a POST without a fault", line)
 	return r.statusResponse(req, Fault{Kind: Status, Code: http.StatusNotImplemented}), nil
+}
+
+// pass makes d pass on the transport's clock.
+func (r *replay) pass(d time.Duration) {
+	if d > 0 && r.elapse != nil {
+		r.elapse(d)
+	}
 }
 
 // afterStatus notes a final status answer: nothing may retry it.
@@ -292,8 +312,11 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		}
 	}
 	if r.sc.Caller == Informer {
-		r.countInitialFetch("LIST " + shortQuery(q))
-		if ex == nil {
+		if !q.Has("continue") {
+			// A LIST page after the first is the same initial-state fetch.
+			r.countInitialFetch("LIST " + shortQuery(q))
+		}
+		if ex == nil && !r.listStart() {
 			answer("not in the recording")
 			r.problem(true, "LIST %s: the informer fell back to a LIST", shortQuery(q))
 			return r.statusResponse(req, Fault{Kind: Status, Code: http.StatusBadRequest}), nil
@@ -318,7 +341,11 @@ func (r *replay) listResponse(req *http.Request, q url.Values, f Fault, faulted 
 		cut := ex.Response
 		cut.Chunks, cut.EndError = cloneChunks(truncate(ex.Response.Chunks, at)), io.ErrUnexpectedEOF.Error()
 		resp = cut.HTTPResponse(req)
-		resp.Body = &lockedBody{body: &errBody{ChunkReader: fixture.NewChunkReader(cut), end: io.ErrUnexpectedEOF}}
+		var beforeEnd func()
+		if f.Elapse > 0 {
+			beforeEnd = func() { r.pass(f.Elapse) }
+		}
+		resp.Body = &lockedBody{body: &errBody{ChunkReader: fixture.NewChunkReader(cut), end: io.ErrUnexpectedEOF, beforeEnd: beforeEnd}}
 		answer(fmt.Sprintf("%d, cut at byte %d of %d", ex.Response.Status, at, len(body)))
 	} else {
 		resp = replayResponse(ex.Response, req)

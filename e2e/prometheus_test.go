@@ -227,6 +227,9 @@ func dashboardQueries(t *testing.T, root string) map[string]string {
 // TestPrometheusAlerts: Debian's prometheus scrapes kretry-proxy, which serves three clients'
 // LISTs from a real kube-apiserver through a TCP fault proxy, and evaluates the shipped
 // alerting rules (durations divided by ruleScale). No alert may be active for the first 15 s.
+// The clients' LISTs are uncached initial-state fetches, which KretryRelistsDespiteKretry
+// reports once the proxy is older than the rule's window (15 min / ruleScale, by the process
+// collector's process_start_time_seconds): it must not be active before, and must fire then.
 // The API server then becomes unreachable (every connection cut, new ones refused) for longer
 // than kretry's 30 s window: KretryGivingUp must fire, stay firing while the faults last, and
 // resolve once the API server is reachable again. A request for a Host the proxy does not
@@ -265,9 +268,17 @@ func TestPrometheusAlerts(t *testing.T) {
 	}
 
 	const alert = "KretryGivingUp"
+	const relists = "KretryRelistsDespiteKretry"
 	since := func() string { return time.Since(began).Round(100 * time.Millisecond).String() }
 	never := func(map[string]string) bool { return false }
-	// watchAlerts polls the alerts for up to d, until until; no alert but allowed may fire.
+	started, err := prom.query(`process_start_time_seconds{job="kretry-proxy"}`)
+	if err != nil || len(started) != 1 {
+		t.Fatalf("process_start_time_seconds of kretry-proxy: %v (%v), want one series", started, err)
+	}
+	proxyStarted := time.Unix(0, int64(started[0].value()*1e9))
+	relistAge := 15 * time.Minute / ruleScale // the rule's process age, scaled
+	// watchAlerts polls the alerts for up to d, until until; no alert but allowed (and the
+	// relist alert once the proxy is old enough) may fire.
 	watchAlerts := func(allowed string, d time.Duration, until func(map[string]string) bool) (map[string]string, bool) {
 		t.Helper()
 		deadline := time.Now().Add(d)
@@ -277,7 +288,11 @@ func TestPrometheusAlerts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, state := range states {
-				if name != allowed && state == "firing" {
+				if name == relists && state != "" && time.Since(proxyStarted) < relistAge {
+					t.Errorf("%s %s at %s, kretry-proxy %s old: want nothing before %s", name, state, since(),
+						time.Since(proxyStarted).Round(100*time.Millisecond), relistAge)
+				}
+				if name != allowed && name != relists && state == "firing" {
 					t.Errorf("%s fired at %s, want only %s", name, since(), allowed)
 				}
 			}
@@ -288,10 +303,18 @@ func TestPrometheusAlerts(t *testing.T) {
 		}
 	}
 
-	// Healthy for 15 s: nothing pending or firing.
-	if states, _ := watchAlerts("", 15*time.Second, never); len(states) != 0 {
+	// Healthy for 15 s: nothing pending or firing (the relist alert is watched by age).
+	if states, _ := watchAlerts("", 15*time.Second, never); len(states) != 0 && (len(states) != 1 || states[relists] == "") {
 		t.Fatalf("alerts %v before any fault", states)
 	}
+	// The clients keep LISTing: the relist alert fires once the proxy is older than its window.
+	_, fired := watchAlerts("", relistAge+30*time.Second, func(s map[string]string) bool { return s[relists] == "firing" })
+	relistsFiredAt := time.Since(began)
+	if !fired {
+		t.Fatalf("%s did not fire with kretry-proxy %s old, its clients LISTing", relists, time.Since(proxyStarted).Round(time.Second))
+	}
+	relistsAge := time.Since(proxyStarted)
+	t.Logf("%s firing at %s, kretry-proxy %s old", relists, since(), relistsAge.Round(100*time.Millisecond))
 
 	faultsFrom := time.Since(began)
 	if err := tcp.Refuse(); err != nil {
@@ -299,7 +322,7 @@ func TestPrometheusAlerts(t *testing.T) {
 	}
 	tcp.CutAll()
 	t.Logf("faults from %s: the API server unreachable", since())
-	_, fired := watchAlerts(alert, 60*time.Second, func(s map[string]string) bool { return s[alert] == "firing" })
+	_, fired = watchAlerts(alert, 60*time.Second, func(s map[string]string) bool { return s[alert] == "firing" })
 	firedAt := time.Since(began)
 	if !fired {
 		t.Fatalf("%s did not fire within 60s of the faults", alert)
@@ -369,9 +392,9 @@ func TestPrometheusAlerts(t *testing.T) {
 		gaveUp = giveUps[0].value()
 	}
 	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-	figure := fmt.Sprintf("prometheus e2e (rules' durations /%d): API server unreachable %s-%s: %s fired at %s, resolved at %s; "+
+	figure := fmt.Sprintf("prometheus e2e (rules' durations /%d): clients LISTing: %s fired at %s, kretry-proxy %s old; API server unreachable %s-%s: %s fired at %s, resolved at %s; "+
 		"a refused Host at %s: %s fired at %s, resolved at %s; %d LISTs answered 200, %g gave up; %d dashboard queries returned data\n",
-		ruleScale, r(faultsFrom), r(faultsTo), alert, r(firedAt), r(resolvedAt),
+		ruleScale, relists, r(relistsFiredAt), r(relistsAge), r(faultsFrom), r(faultsTo), alert, r(firedAt), r(resolvedAt),
 		r(refusedAt), refusing, r(refusingFiredAt), r(refusingResolvedAt), ok, gaveUp, len(queries))
 	t.Log(figure)
 	if dir := filepath.Join(root, ".apiserver"); os.MkdirAll(dir, 0o755) == nil {

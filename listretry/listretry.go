@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/policy"
@@ -35,6 +36,14 @@ type Config struct {
 	// OnResume, if set, is told what every resume of a streamed body came
 	// to. It is called on the caller's goroutine and must not block.
 	OnResume func(context.Context, Resume)
+	// GiveUpError, if set, makes the error a streamed body ends with when
+	// its resume did not succeed: attempts is how many requests the LIST
+	// sent (its first answer's retries and the resume's included), elapsed
+	// the time since it was first sent, last the break. It must keep last
+	// reachable to errors.Is and errors.As. Package transport sets it to
+	// make its *GiveUpError; nil ends the body with an error of this
+	// module's that unwraps to last.
+	GiveUpError func(attempts int, elapsed time.Duration, last error) error
 }
 
 // New returns a RoundTripper that retries every request it is given, which
@@ -48,29 +57,44 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		cfg.BufferSize = DefaultBufferSize
 	}
 	return &roundTripper{
-		client:     &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
-		policy:     cfg.Policy,
-		bufferSize: cfg.BufferSize,
-		hold:       cfg.Hold,
-		hooks:      cfg.Hooks,
-		onResume:   cfg.OnResume,
+		client:      &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
+		policy:      cfg.Policy,
+		bufferSize:  cfg.BufferSize,
+		hold:        cfg.Hold,
+		hooks:       cfg.Hooks,
+		onResume:    cfg.OnResume,
+		giveUpError: cfg.GiveUpError,
 	}
 }
 
 type roundTripper struct {
-	client     *establish.Client
-	policy     *policy.Policy
-	bufferSize int64
-	hold       bool
-	hooks      policy.Hooks
-	onResume   func(context.Context, Resume)
+	client      *establish.Client
+	policy      *policy.Policy
+	bufferSize  int64
+	hold        bool
+	hooks       policy.Hooks
+	onResume    func(context.Context, Resume)
+	giveUpError func(int, time.Duration, error) error
 }
 
 // RoundTrip sends req until the policy hands its answer over: a streamed
 // body with its head read, or a held one read whole (up to the bound).
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	tracker := rt.policy.NewTracker()
-	return rt.client.Do(req, tracker, func(resp *http.Response) error { return rt.prepare(req, tracker, resp) })
+	started := rt.policy.Clock().Now()
+	resp, attempts, err := rt.client.DoCounted(req, tracker, func(resp *http.Response) error { return rt.prepare(req, tracker, resp, started) })
+	if body, ok := respBody(resp).(*streamBody); ok {
+		body.attempts = attempts
+	}
+	return resp, err
+}
+
+// respBody is resp's body, nil without a response.
+func respBody(resp *http.Response) io.ReadCloser {
+	if resp == nil {
+		return nil
+	}
+	return resp.Body
 }
 
 // prepare readies a successful answer's body for the caller. A body that
@@ -78,7 +102,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // resourceVersion; any other is held whole (buffer). A read error before
 // the body is handed over is returned for the policy to judge: the
 // request is then asked for again as it was.
-func (rt *roundTripper) prepare(req *http.Request, tracker *policy.Tracker, resp *http.Response) error {
+func (rt *roundTripper) prepare(req *http.Request, tracker *policy.Tracker, resp *http.Response, started time.Time) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
@@ -97,7 +121,7 @@ func (rt *roundTripper) prepare(req *http.Request, tracker *policy.Tracker, resp
 		_ = resp.Body.Close()
 		resp.Body = &bufferedBody{held: &held{segments: [][]byte{head}}}
 	case v == stream:
-		resp.Body = newStreamBody(rt, req, tracker, resp, head, meta)
+		resp.Body = newStreamBody(rt, req, tracker, resp, head, meta, started)
 	default:
 		return rt.buffer(resp, head)
 	}

@@ -39,14 +39,14 @@ const (
 	// with the very bytes delivered, and the body streams on.
 	ResumeResumed ResumeOutcome = "resumed"
 	// ResumeMismatch: it began otherwise (or ended sooner, or came in
-	// another content type): the caller gets the original break.
+	// another length, content type or encoding): the caller gets
+	// the give-up, which unwraps to the break.
 	ResumeMismatch ResumeOutcome = "mismatch"
 	// ResumeGone: 410, the resourceVersion is compacted: the caller gets
-	// the original break.
+	// the give-up.
 	ResumeGone ResumeOutcome = "gone"
 	// ResumeGaveUp: the window or the caller's deadline ended the resume,
-	// or the re-request got another answer: the caller gets the original
-	// break.
+	// or the re-request got another answer: the caller gets the give-up.
 	ResumeGaveUp ResumeOutcome = "gave-up"
 )
 
@@ -83,8 +83,13 @@ type streamBody struct {
 	req     *http.Request
 	tracker *policy.Tracker
 	meta    listMeta
-	// contentType is the first answer's: a resumed answer must match it.
-	contentType string
+	// declared is what the first answer declared about its body: a resumed
+	// answer must declare the same, or it is a mismatch.
+	declared declared
+	// started is when the LIST was first sent; attempts counts the requests
+	// sent for it, resumes included: a give-up reports both.
+	started  time.Time
+	attempts int
 
 	head []byte // the head not yet handed over
 	// whole is the whole head, kept to compare a resumed answer's head
@@ -95,10 +100,9 @@ type streamBody struct {
 	// them are the caller's. sum is their running CRC-32.
 	read int64
 	sum  uint32
-	// resumedAt is read when the last resume began streaming; the first
-	// byte past it ends the failure run.
-	resumedAt int64
-	inRun     bool
+	// inRun is set until the first byte an answer delivers (the first
+	// answer's, or a resume's past the prefix) ends the failure run.
+	inRun bool
 	// err ends the body: every Read after it returns it. pending is a
 	// break met with bytes, met again on the next Read.
 	err, pending error
@@ -109,12 +113,50 @@ type streamBody struct {
 	cancel  context.CancelFunc // of a resume in flight
 }
 
-func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker, resp *http.Response, head []byte, meta listMeta) *streamBody {
+func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker, resp *http.Response, head []byte, meta listMeta, started time.Time) *streamBody {
 	return &streamBody{
-		rt: rt, req: req, tracker: tracker, meta: meta, contentType: resp.Header.Get("Content-Type"),
+		rt: rt, req: req, tracker: tracker, meta: meta, declared: declaredBy(resp), started: started,
 		head: head, whole: head, read: int64(len(head)), sum: crc32.Update(0, runningTable, head),
-		current: resp.Body,
+		current: resp.Body, inRun: true,
 	}
+}
+
+// declared is what an answer declares about its body. The same list at the
+// same resourceVersion is the same bytes, so it is declared alike; an answer
+// that declares another length, type or encoding is another body.
+type declared struct {
+	contentType, contentEncoding string
+	contentLength                int64 // -1: unknown
+	uncompressed                 bool  // net/http decoded a gzip body
+}
+
+func declaredBy(resp *http.Response) declared {
+	return declared{
+		contentType: resp.Header.Get("Content-Type"), contentEncoding: resp.Header.Get("Content-Encoding"),
+		contentLength: resp.ContentLength, uncompressed: resp.Uncompressed,
+	}
+}
+
+// progress ends the failure run at the first byte an answer delivers.
+func (b *streamBody) progress() {
+	if b.inRun {
+		b.inRun = false
+		b.tracker.Progress()
+	}
+}
+
+// giveUp is what the caller gets when a resume of the break err did not
+// succeed: kretry's give-up, which errors.Is and errors.As still see as
+// err. A break met after the caller's context ended is the caller's own.
+func (b *streamBody) giveUp(err error) error {
+	if b.req.Context().Err() != nil {
+		return err
+	}
+	attempts, elapsed := b.attempts, b.rt.policy.Clock().Since(b.started)
+	if b.rt.giveUpError != nil {
+		return b.rt.giveUpError(attempts, elapsed, err)
+	}
+	return &establish.GiveUpError{Attempts: attempts, Elapsed: elapsed, Last: err, Body: true}
 }
 
 // Read hands over the head, then the connection's bytes, resuming after a
@@ -136,15 +178,21 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		}
 		n := copy(p, b.head)
 		b.head = b.head[n:]
+		b.progress()
 		return n, nil
 	}
 	for {
 		if err := b.pending; err != nil {
 			b.pending = nil
-			if !b.resumable(err) || !b.resume(err) {
+			switch {
+			case !b.resumable(err):
 				b.err = err
+			case !b.resume(err):
+				b.err = b.giveUp(err)
+			}
+			if b.err != nil {
 				b.release()
-				return 0, err
+				return 0, b.err
 			}
 		}
 		b.mu.Lock()
@@ -158,11 +206,9 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		if n > 0 {
 			b.sum = crc32.Update(b.sum, runningTable, p[:n])
 			b.read += int64(n)
-			if b.inRun {
-				// New bytes past the resume point: the run of failures is over.
-				b.inRun = false
-				b.tracker.Progress()
-			}
+			// New bytes (past the resume point, after a resume): the
+			// run of failures is over.
+			b.progress()
 		}
 		switch {
 		case err == nil:
@@ -252,29 +298,35 @@ func (b *streamBody) resume(breakErr error) bool {
 			return done(ResumeGaveUp, 0)
 		}
 		// A LIST has no watch deadline to carry: its resume is bounded by the caller's
-		// context and the window, as its first request was.
-		resp, sent, err := b.rt.client.Resume(b.resumeRequest(ctx), b.tracker, run, establish.Bounds{})
+		// context, the window and, as a watch reopen is, the wait for an answer.
+		// attemptCtx is this round's answer's: cancelled when the skip stalls.
+		attemptCtx, cancelAttempt := context.WithCancel(ctx)
+		resp, sent, err := b.rt.client.Resume(b.resumeRequest(attemptCtx), b.tracker, run, establish.Bounds{AnswerTimeout: policy.AnswerTimeout})
 		run.Attempts += sent
+		b.attempts += sent
 		report.Requests = run.Attempts
 		if err != nil {
+			cancelAttempt()
 			return done(ResumeGaveUp, 0)
 		}
 		switch {
 		case resp.StatusCode == http.StatusGone:
 			establish.DrainAndClose(resp.Body)
+			cancelAttempt()
 			return done(ResumeGone, 0)
-		case resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != b.contentType ||
-			resp.Header.Get("Content-Encoding") != "":
+		case resp.StatusCode != http.StatusOK || declaredBy(resp) != b.declared:
 			establish.DrainAndClose(resp.Body)
+			cancelAttempt()
 			if resp.StatusCode == http.StatusOK {
 				return done(ResumeMismatch, 0)
 			}
 			return done(ResumeGaveUp, 0)
 		}
-		skipped, matched, err := b.skip(resp.Body)
+		skipped, matched, err := b.skip(resp.Body, cancelAttempt)
 		if err != nil {
-			// Broken again before new bytes: the next round decides.
+			// Broken again (or stalled) before new bytes: the next round decides.
 			_ = resp.Body.Close()
+			cancelAttempt()
 			if ctx.Err() != nil {
 				return done(ResumeGaveUp, skipped)
 			}
@@ -282,17 +334,21 @@ func (b *streamBody) resume(breakErr error) bool {
 		}
 		if !matched {
 			establish.DrainAndClose(resp.Body)
+			cancelAttempt()
 			return done(ResumeMismatch, skipped)
 		}
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			_ = resp.Body.Close()
+			cancelAttempt()
 			return done(ResumeGaveUp, skipped)
 		}
 		b.current = resp.Body
 		b.mu.Unlock()
-		b.resumedAt, b.inRun = b.read, true
+		// The resumed answer lives on under ctx, which Close and the end
+		// of the body cancel.
+		b.inRun = true
 		resumed = true
 		return done(ResumeResumed, skipped)
 	}
@@ -301,14 +357,19 @@ func (b *streamBody) resume(breakErr error) bool {
 // skip reads the delivered prefix's length from body and reports whether
 // it is the delivered bytes: the head byte for byte, all of it by its
 // running hash. A body that ends sooner does not match; a read error is
-// returned for the caller to resume again.
-func (b *streamBody) skip(body io.Reader) (skipped int64, matched bool, err error) {
+// returned for the caller to resume again. A read that brings nothing for
+// policy.AnswerTimeout is a stall: stall is called, which cancels the
+// answer, and the read's error is returned.
+func (b *streamBody) skip(body io.Reader, stall func()) (skipped int64, matched bool, err error) {
 	bufp := skipPool.Get().(*[]byte)
 	defer skipPool.Put(bufp)
 	buf := *bufp
 	var sum uint32
+	clock := b.rt.policy.Clock()
 	for skipped < b.read {
+		timer := clock.AfterFunc(policy.AnswerTimeout, stall)
 		n, err := body.Read(buf[:min(int64(len(buf)), b.read-skipped)])
+		timer.Stop()
 		if head := int64(len(b.whole)); skipped < head {
 			if !bytes.Equal(buf[:min(int64(n), head-skipped)], b.whole[skipped:min(head, skipped+int64(n))]) {
 				return skipped + int64(n), false, nil

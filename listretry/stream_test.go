@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/harness/listbody"
 	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/listretry"
@@ -185,14 +186,16 @@ func TestStreamResumeFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := io.ReadAll(resp.Body)
-			if err != breakErr { //nolint:errorlint // the very error, not one wrapping it
-				t.Errorf("read error %v, want the original break %v", err, breakErr)
+			// The give-up, which holds the very break and unwraps to it.
+			var giveUp *establish.GiveUpError
+			if !errors.As(err, &giveUp) || giveUp.Last != breakErr || !errors.Is(err, io.ErrUnexpectedEOF) || giveUp.Attempts != tt.requests { //nolint:errorlint // the very error
+				t.Errorf("read error %v, want a give-up after %d requests holding the original break %v", err, tt.requests, breakErr)
 			}
 			if string(got) != body[:cut] {
 				t.Errorf("read %d bytes, want the %d delivered before the break and nothing else", len(got), cut)
 			}
-			if n, again := resp.Body.Read(make([]byte, 10)); n != 0 || again != breakErr { //nolint:errorlint
-				t.Errorf("read after the end = %d, %v; want the break again", n, again)
+			if n, again := resp.Body.Read(make([]byte, 10)); n != 0 || again != err { //nolint:errorlint
+				t.Errorf("read after the end = %d, %v; want the give-up again", n, again)
 			}
 			resp.Body.Close()
 			if n := len(s.requests()); n != tt.requests {

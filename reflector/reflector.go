@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/watchlist"
 	"k8s.io/klog/v2"
 )
 
@@ -61,7 +60,8 @@ type Stats struct {
 // expectedType, when not nil, is an example of the objects to accept (for
 // *unstructured.Unstructured with apiVersion and kind set, those must match too); others
 // are logged and dropped. store is usually a cache.Store, cache.Indexer or an informer's
-// queue; stores implementing cache.ReflectorBookmarkStore or cache.ResourceVersionUpdater
+// queue; stores with client-go's optional Bookmark(resourceVersion string) error method
+// (cache.ReflectorBookmarkStore from client-go v0.36 on) or cache.ResourceVersionUpdater
 // are told about bookmarks and resourceVersion changes as with client-go's Reflector.
 func New(lw cache.ListerWatcher, expectedType runtime.Object, store cache.ReflectorStore, cfg Config) *Reflector {
 	cfg = cfg.withDefaults()
@@ -70,7 +70,7 @@ func New(lw cache.ListerWatcher, expectedType runtime.Object, store cache.Reflec
 		store:     store,
 		cfg:       cfg,
 		policy:    newPolicy(cfg),
-		watchList: cfg.WatchList && !watchlist.DoesClientNotSupportWatchListSemantics(lw),
+		watchList: cfg.WatchList && supportsWatchList(lw),
 		resync:    resyncSchedule{clock: cfg.Clock, period: cfg.ResyncPeriod},
 	}
 	if expectedType != nil {

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -79,7 +78,7 @@ func (r *Reflector) apply(ctx context.Context, ev watch.Event) (rv string, appli
 	case watch.Deleted:
 		err = r.store.Delete(ev.Object)
 	case watch.Bookmark:
-		if b, ok := r.store.(cache.ReflectorBookmarkStore); ok {
+		if b, ok := r.store.(bookmarkStore); ok {
 			err = b.Bookmark(m.GetResourceVersion())
 		}
 	default:

@@ -9,8 +9,10 @@ import (
 )
 
 // GiveUpError is the error a LIST or WATCH gets when kretry stops retrying
-// connection failures (or a LIST body broken again and again) because the
-// InternalErrorWindow is spent. Reach it with errors.As:
+// connection failures because the InternalErrorWindow is spent, and the
+// error a LIST body ends with when kretry could not resume it (a resume
+// that gave up, a 410 at the list's resourceVersion, a resumed answer that
+// is not the same list). Reach it with errors.As:
 //
 //	var giveUp *transport.GiveUpError
 //	if errors.As(err, &giveUp) { ... giveUp.Attempts, giveUp.Elapsed, giveUp.Last ... }
@@ -20,15 +22,20 @@ import (
 // window: this error looks like none of them, so one client-go call costs
 // about one window. A refused connection stays visible to
 // utilnet.IsConnectionRefused and errors.Is(err, syscall.ECONNREFUSED),
-// since client-go's reflector backs off on it rather than relisting.
+// since client-go's reflector backs off on it rather than relisting. The
+// give-up of a LIST body unwraps to the break it met, so errors.Is(err,
+// io.ErrUnexpectedEOF) holds as it would without kretry; client-go does not
+// retry a GET whose body read fails, so this multiplies no retries.
 type GiveUpError struct {
 	// Attempts is how many requests were sent.
 	Attempts int
 	// Elapsed is the time from the first attempt to the give-up.
 	Elapsed time.Duration
 	// Last is the error of the last attempt, as the transport below
-	// returned it.
+	// returned it; for a LIST body, the break.
 	Last error
+	// body is set for the give-up of a LIST body: Unwrap returns Last.
+	body bool
 }
 
 // Error names the give-up and the last error, in words client-go's
@@ -37,15 +44,26 @@ func (e *GiveUpError) Error() string {
 	return fmt.Sprintf("kretry: gave up after %d attempts in %s: %s", e.Attempts, e.Elapsed.Round(time.Millisecond), establish.Describe(e.Last))
 }
 
-// Unwrap returns the last error if it is a refused connection, else nil.
-func (e *GiveUpError) Unwrap() error { return establish.Refusal(e.Last) }
+// Unwrap returns the last error if it is a refused connection or the break
+// of a LIST body, else nil.
+func (e *GiveUpError) Unwrap() error {
+	if e.body {
+		return e.Last
+	}
+	return establish.Refusal(e.Last)
+}
+
+// bodyGiveUp is the give-up of a LIST body that met the break last.
+func bodyGiveUp(attempts int, elapsed time.Duration, last error) error {
+	return &GiveUpError{Attempts: attempts, Elapsed: elapsed, Last: last, body: true}
+}
 
 // publicError turns the retry loops' give-up into a GiveUpError; any other
 // error is returned as it is.
 func publicError(err error) error {
 	var giveUp *establish.GiveUpError
 	if errors.As(err, &giveUp) {
-		return &GiveUpError{Attempts: giveUp.Attempts, Elapsed: giveUp.Elapsed, Last: giveUp.Last}
+		return &GiveUpError{Attempts: giveUp.Attempts, Elapsed: giveUp.Elapsed, Last: giveUp.Last, body: giveUp.Body}
 	}
 	return err
 }

@@ -24,6 +24,7 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 		retryGets: cfg.RetryGets,
 		list: listretry.New(next, listretry.Config{
 			Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbList), OnResume: cfg.onListResume(),
+			GiveUpError: bodyGiveUp,
 		}),
 		// The same LIST retries, reported as gets, and every body held
 		// whole: a single object has no list resourceVersion to resume at.

@@ -84,7 +84,7 @@ func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
 // TestExpiredEverywhereIsOne410 is the shape of a client looping on "too old
 // resource version" after an HA restart: the resume point is older than
 // every apiserver's cache. kretry delivers exactly one 410, after at most
-// six retries within 3 s, and the watch ends: no loop. A second apiserver
+// twenty retries within 3 s, and the watch ends: no loop. A second apiserver
 // naming another oldest resourceVersion ends the retries at once.
 func TestExpiredEverywhereIsOne410(t *testing.T) {
 	tests := []struct {
@@ -92,7 +92,7 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 		oldest   func(n int) string // the oldest resourceVersion named by the n-th resume's 410
 		requests int
 	}{
-		{"the same cache each time: six retries", func(int) string { return "500" }, 8},
+		{"the same cache each time: twenty retries", func(int) string { return "500" }, 22},
 		{"two apiservers, each its own cache: one retry", func(n int) string { return []string{"500", "480"}[n%2] }, 3},
 	}
 	for _, tt := range tests {
@@ -186,4 +186,85 @@ func expired(t testing.TB, ct string, inStream bool, st *metav1.Status) reply {
 		t.Fatal(err)
 	}
 	return reply{status: http.StatusGone, contentType: "application/json", body: body}
+}
+
+// TestExpiredSearchEndsAtItsBound: the search for an apiserver that holds
+// the resume point ends 3 s after its first 410, whatever the retry in
+// flight is doing: a retry that gets no answer, or one still unanswered at
+// the bound, is abandoned and the first 410 is handed over. Fails before:
+// the bound was checked only when a retry was started, so a silent retry
+// held the 410 for the answer timeout (never, here: the virtual clock is not
+// moved past the bound), and a retry answered past the bound was taken.
+func TestExpiredSearchEndsAtItsBound(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		for _, tt := range []struct {
+			name     string
+			retry    func(h *harness, gone reply, n int) reply // the n-th retry's answer
+			requests int
+		}{
+			{"a retry never answered", func(h *harness, _ reply, _ int) reply {
+				return reply{silent: true, onRequest: func() { h.clock.Advance(3 * time.Second) }}
+			}, 3},
+			// Two retries answered 410 after 1.4 s each; the third, which
+			// holds the resume point, answers after the bound: too late.
+			{"answers that take 1.4s", func(h *harness, gone reply, n int) reply {
+				late := reply{body: event(t, jsonStream, watch.Modified, configMap("a", "102")), hold: true}
+				r := []reply{gone, gone, late}[min(n, 2)]
+				r.onRequest = func() { h.clock.Advance(1400 * time.Millisecond) }
+				return r
+			}, 5},
+		} {
+			t.Run(tt.name+map[bool]string{true: "/ERROR event", false: "/HTTP 410"}[inStream], func(t *testing.T) {
+				ct := jsonStream
+				first := event(t, ct, watch.Added, configMap("a", "101"))
+				gone := expired(t, ct, inStream, tooOld("101", "500"))
+				srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, gone)
+				var h *harness
+				retries := 0
+				srv.next = func(url.Values) reply {
+					retries++
+					return tt.retry(h, gone, retries-1)
+				}
+				h = newHarness(t, srv, nil)
+				got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
+				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v: the first 410 at the bound", got, want)
+				}
+				if n := srv.requestCount(); n != tt.requests {
+					t.Errorf("%d requests, want %d", n, tt.requests)
+				}
+			})
+		}
+	}
+}
+
+// TestExpiredSearchEndsWithAnEvent: a retry of a 410 that reached an
+// apiserver holding the resume point and delivered an event has ended the
+// search; a later break is resumed as any other, not answered with the
+// search's old 410. Fails before: the first 410 stayed held, and the next
+// resume, past the search's bound, handed it over.
+func TestExpiredSearchEndsWithAnEvent(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ERROR event", false: "HTTP 410"}[inStream], func(t *testing.T) {
+			ct := jsonStream
+			var h *harness
+			first := event(t, ct, watch.Added, configMap("a", "101"))
+			second := event(t, ct, watch.Modified, configMap("a", "102"))
+			third := event(t, ct, watch.Modified, configMap("a", "103"))
+			srv := newServer(t, ct,
+				reply{body: first, cut: true, cutAt: len(first)},
+				expired(t, ct, inStream, tooOld("101", "500")),
+				// The retry reaches the other apiserver: an event, 5 s up, a cut.
+				reply{body: second, cut: true, cutAt: len(second), onEnd: func() { h.clock.Advance(5 * time.Second) }},
+				reply{body: third, hold: true})
+			h = newHarness(t, srv, nil)
+			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+			defer w.Stop()
+			got := collect(t, w, 3)
+			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}, {Type: watch.Modified, RV: "103"}}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
 }

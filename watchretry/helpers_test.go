@@ -109,6 +109,8 @@ type reply struct {
 	connErr     error       // RoundTrip fails with this instead of answering
 	onEnd       func()      // runs when the body first reaches its end or cut
 	onStart     func()      // runs at the body's first read, before any byte
+	onRequest   func()      // runs when the request arrives, before it is answered
+	silent      bool        // the request is never answered: RoundTrip waits for its end
 }
 
 // server is a scripted fake API server behind httpmock: each watch request
@@ -133,6 +135,19 @@ func newServer(t testing.TB, contentType string, replies ...reply) *server {
 }
 
 func (s *server) respond(req *http.Request) (*http.Response, error) {
+	r := s.take(req)
+	if r.onRequest != nil {
+		r.onRequest()
+	}
+	if r.silent {
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return s.answer(req, r)
+}
+
+// take records req and returns the reply it gets.
+func (s *server) take(req *http.Request) reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := *req.URL
@@ -146,6 +161,13 @@ func (s *server) respond(req *http.Request) (*http.Response, error) {
 	case s.next != nil:
 		r = s.next(u.Query())
 	}
+	return r
+}
+
+// answer is r's answer to req.
+func (s *server) answer(req *http.Request, r reply) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if r.connErr != nil {
 		return nil, r.connErr
 	}

@@ -26,6 +26,9 @@ func (s *stream) failed() {
 // stream next reports anything else to the tracker (see unprogressed), a
 // second Progress would find nothing to end.
 func (s *stream) progress() {
+	// An event delivered ends a search for an apiserver that holds the
+	// resume point: its 410 is no longer the caller's.
+	s.gone = nil
 	if s.progressed {
 		return
 	}

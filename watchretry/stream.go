@@ -1,6 +1,7 @@
 package watchretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/frame"
@@ -89,6 +92,13 @@ type stream struct {
 	// resume for another one.
 	conn          net.Conn
 	newConnection bool
+	// gone is the first 410 of a search for an apiserver that holds the
+	// resume point, as the ERROR frame the caller gets, and goneUntil the
+	// end of that search (policy.GoneDecision.Until): the 410 is handed
+	// over then, whatever the retry in flight is doing. nil when no
+	// search is under way.
+	gone      []byte
+	goneUntil time.Time
 	// owesSeparator is set when the last frame delivered went without the
 	// separator the server wrote after it (the caller's slice ended at
 	// the frame's end): the next Read hands it over as soon as it is read.
@@ -302,7 +312,7 @@ func (s *stream) onFrame(f *frame.Frame) {
 			return
 		}
 		// 410 Expired, any other code, or no resume point: the caller's.
-		if event.Code == http.StatusGone && !s.onGone(s.inStreamExpiry(f), "ERROR event 410") {
+		if event.Code == http.StatusGone && !s.onGone(s.inStreamExpiry(f), "ERROR event 410", f.Raw) {
 			return
 		}
 		s.hold(f.Raw)
@@ -368,7 +378,21 @@ func (s *stream) resume() {
 		}
 	}
 	s.unprogressed()
-	req := resumeRequest(s.traced(), s.orig, string(s.point.rv), remaining)
+	ctx := s.traced()
+	var searchEnd clock.Timer
+	if s.gone != nil {
+		// A search for an apiserver that holds the resume point: it ends at
+		// its bound, the attempt in flight (or its wait) abandoned.
+		left := s.goneUntil.Sub(s.rt.cfg.Policy.Clock().Now())
+		if left <= 0 {
+			s.handOverGone()
+			return
+		}
+		var abandon context.CancelFunc
+		ctx, abandon = context.WithCancel(ctx)
+		searchEnd = s.rt.cfg.Policy.Clock().AfterFunc(left, abandon)
+	}
+	req := resumeRequest(ctx, s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
 	// another one (see stream.onGone).
 	req.Close, s.newConnection = s.newConnection, false
@@ -376,7 +400,18 @@ func (s *stream) resume() {
 		ResourceVersion: string(s.point.rv), Since: s.run.since, Attempts: s.run.attempts,
 	}, s.rt.bounds(s.deadline))
 	s.run.attempts += attempts
+	if searchEnd != nil && !searchEnd.Stop() && !s.ended() {
+		// The search's bound: the first 410 goes to the caller now.
+		if err == nil {
+			establish.DrainAndClose(resp.Body)
+		}
+		s.handOverGone()
+		return
+	}
 	switch {
+	case err != nil && s.gone != nil && !s.ended():
+		// The retries of a 410 spent: the 410 is the caller's.
+		s.handOverGone()
 	case err != nil:
 		// Retries spent (or the caller gone): a clean close after the last
 		// whole frame, as the cut would have ended without kretry. Any error
@@ -398,16 +433,21 @@ func (s *stream) resume() {
 		// or the caller must relist, as if the server had said it in the
 		// stream.
 		st := responseStatus(resp)
-		if !s.onGone(policy.Expiry{Resume: s.lostConnection, Oldest: policy.OldestInCache(st.Message)}, "410") {
-			return
-		}
 		event, err := frame.EncodeError(s.enc, st)
 		if err != nil {
 			s.finish(err)
 			return
 		}
+		if !s.onGone(policy.Expiry{Resume: s.lostConnection, Oldest: policy.OldestInCache(st.Message)}, "410", event) {
+			return
+		}
+		s.gone = nil
 		s.hold(event)
 		s.finish(io.EOF)
+	case s.gone != nil:
+		// Another answer to a retry of a 410: the 410 is the caller's.
+		establish.DrainAndClose(resp.Body)
+		s.handOverGone()
 	default:
 		// 401/403 (the auth layers above kretry act only on an answer they
 		// see: the caller's re-watch gets it), another 4xx, a 5xx after its
@@ -426,7 +466,10 @@ func (s *stream) resume() {
 // if it ends a run of failures, so that a fleet's relists spread out as
 // client-go's reflector spreads them; onGone reports false when the caller
 // ended the stream during the hold: the stream is then done.
-func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
+//
+// event is the 410 as the ERROR frame the caller would get: the first of a
+// search is kept, to be handed over at the search's bound.
+func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
 	s.unprogressed()
 	s.mu.Lock()
 	conn := s.conn
@@ -437,7 +480,27 @@ func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
 	decision := s.tracker.Gone(expiry)
 	if decision.Retry {
 		s.closeBody()
-		s.newConnection = s.rt.conns.mark(conn)
+		if s.gone == nil {
+			s.gone = bytes.Clone(event)
+		}
+		s.goneUntil = decision.Until
+		// The retry must reach a new connection, which a balancer routes
+		// again.
+		switch {
+		case http1(conn):
+			// Its connection goes back to net/http's pool once its answer
+			// is read, and the retry would be handed it again: close it.
+			_ = conn.Close()
+			s.newConnection = false
+		case conn != nil && retireIdle(s.rt.client.Next, conn):
+			// HTTP/2, the connection carrying nothing else: closed.
+			s.newConnection = false
+		default:
+			// It carries other requests (other watches): the retry's
+			// req.Close retires it (see marks), and the retry after it
+			// dials anew.
+			s.newConnection = s.rt.conns.mark(conn)
+		}
 		s.retried(policy.ReasonExpiredResume, http.StatusGone, cause, 0)
 		s.state = resuming
 		return false
@@ -450,6 +513,14 @@ func (s *stream) onGone(expiry policy.Expiry, cause string) bool {
 		return false
 	}
 	return true
+}
+
+// handOverGone ends the stream with the first 410 of a search for an
+// apiserver that holds the resume point.
+func (s *stream) handOverGone() {
+	s.hold(s.gone)
+	s.gone = nil
+	s.finish(io.EOF)
 }
 
 // inStreamExpiry is what an ERROR event 410 says for policy.Tracker.Gone.

@@ -85,14 +85,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // answerTimeout bounds the wait for the response headers of every attempt
-// to open or reopen a watch, with or without timeoutSeconds: an attempt
-// left unanswered that long (a server that accepted and went silent, a dial
-// that hangs) is a failure like a refused connection. kube-apiserver queues
-// a request for at most a quarter of its --request-timeout (15 s at the
-// default 60 s; priority and fairness then answers 429) and a watch waits
-// at most 3 s for its cache to catch up before it answers: a healthy server
-// has answered by 20 s.
-const answerTimeout = 20 * time.Second
+// to open or reopen a watch, with or without timeoutSeconds: the bound the
+// policy shares between a watch and a LIST's resume.
+const answerTimeout = policy.AnswerTimeout
 
 // bounds are the bounds of every attempt of a watch ending at deadline
 // (zero: none).

@@ -7,6 +7,7 @@ require (
 	github.com/kretry/kretry/metrics v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/apimachinery v0.37.2
+	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/kubectl v0.37.2
 )

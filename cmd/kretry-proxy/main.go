@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubectlproxy "k8s.io/kubectl/pkg/proxy"
 
 	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
@@ -48,6 +49,7 @@ type options struct {
 	allowUpgrades     bool
 	readOnly          bool
 	retryGets         bool
+	listBufferSize    byteSize
 	shutdownTimeout   time.Duration
 	demoFaultRate     float64
 	printVersion      bool
@@ -68,6 +70,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let through what runs a command or opens a tunnel: protocol upgrades, pods' exec, attach and portforward, the kubelet's run, exec, attach, portForward and cri")
 	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET (with --allow-upgrades, exec, attach and port-forward over WebSocket are GETs and pass)")
 	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
+	o.listBufferSize = defaultListBufferSize
+	fs.Var(&o.listBufferSize, "list-buffer-size", "the largest LIST body held whole in memory so that a break can be retried (custom resources, gzip, CBOR, tables; built-in kinds stream): bytes or a quantity such as 32Mi; size the container's memory limit with it")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
 	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "with --demo: fault scenarios per second per client")
 	fs.BoolVar(&o.printVersion, "version", false, "print the module version and exit")
@@ -84,6 +88,34 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--address %s is not a loopback address: the proxy lends its credentials to whoever connects", o.address)
 	}
 	return o, nil
+}
+
+// defaultListBufferSize is kretry's default (transport.Config.ListBufferSize), spelled out so
+// that --help shows it.
+const defaultListBufferSize = 128 << 20
+
+// byteSize is a flag of a number of bytes, written as a Kubernetes quantity ("32Mi", "64M",
+// "1048576"), as a container's memory limit is.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteSize) Set(value string) error {
+	q, err := resource.ParseQuantity(value)
+	if err != nil {
+		return fmt.Errorf("%q is not a size: want bytes or a quantity such as 32Mi", value)
+	}
+	n, ok := q.AsInt64()
+	switch {
+	case !ok || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0:
+		return fmt.Errorf("%q is not a whole number of bytes", value)
+	case n < 1<<20:
+		return fmt.Errorf("%q is under 1Mi: a LIST body larger than that would stream unprotected", value)
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 // isLoopback reports whether address is "localhost" or a loopback IP.
@@ -120,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		AcceptHosts:   hosts,
 		AllowUpgrades: o.allowUpgrades,
 		ReadOnly:      o.readOnly,
-		Transport:     transport.Config{RetryGets: o.retryGets},
+		Transport:     transport.Config{RetryGets: o.retryGets, ListBufferSize: int64(o.listBufferSize)},
 		ErrorLog:      log.New(stderr, "kretry-proxy: ", log.LstdFlags),
 	})
 	if err != nil {

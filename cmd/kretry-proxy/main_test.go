@@ -33,6 +33,12 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--demo", "--kubeconfig", "k"}, wantErr: "--demo serves the in-process demo API server"},
 		{args: []string{"--demo", "--context", "c"}, wantErr: "--demo serves the in-process demo API server"},
 		{args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{args: []string{"--list-buffer-size", "32Mi"}},
+		{args: []string{"--list-buffer-size", "1048576"}},
+		{args: []string{"--list-buffer-size", "lots"}, wantErr: "is not a size"},
+		{args: []string{"--list-buffer-size", "1.5"}, wantErr: "not a whole number of bytes"},
+		{args: []string{"--list-buffer-size", "512Ki"}, wantErr: "under 1Mi"},
+		{args: []string{"--list-buffer-size", "-64Mi"}, wantErr: "under 1Mi"},
 	}
 	for _, tc := range tests {
 		_, err := parseFlags(tc.args, io.Discard)
@@ -42,6 +48,29 @@ func TestParseFlags(t *testing.T) {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%q: error %v, want one with %q", tc.args, err, tc.wantErr)
 		}
+	}
+}
+
+// TestListBufferSizeFlag: --list-buffer-size reads a quantity as a memory limit is written,
+// and its default is kretry's.
+func TestListBufferSizeFlag(t *testing.T) {
+	for value, want := range map[string]int64{"": 128 << 20, "32Mi": 32 << 20, "64M": 64_000_000, "2097152": 2 << 20, "1Gi": 1 << 30} {
+		args := []string{}
+		if value != "" {
+			args = append(args, "--list-buffer-size", value)
+		}
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", value, err)
+			continue
+		}
+		if int64(o.listBufferSize) != want {
+			t.Errorf("--list-buffer-size %q: %d bytes, want %d", value, o.listBufferSize, want)
+		}
+	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, &help); !strings.Contains(help.String(), "(default 128Mi)") {
+		t.Errorf("--help (%v) does not give the default as 128Mi:\n%s", err, help.String())
 	}
 }
 
@@ -174,4 +203,82 @@ current-context: default
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST with --read-only: %s", resp.Status)
 	}
+}
+
+// TestListBufferSizeApplied: --list-buffer-size is the bound of the LIST bodies kretry holds
+// whole. A custom resource's 2 MiB JSON list breaks half-way the first time it is served: with
+// a 4Mi buffer kretry holds it and asks again, and the client gets it whole; with 1Mi it
+// streams unprotected and the client gets the break.
+func TestListBufferSizeApplied(t *testing.T) {
+	item := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"default"},"spec":{"pad":"` + strings.Repeat("x", 1000) + `"}}`
+	items := make([]string, 2048)
+	for i := range items {
+		items[i] = item
+	}
+	// Keys sorted, as kube-apiserver writes a custom resource's list: metadata after items.
+	body := `{"apiVersion":"example.com/v1","items":[` + strings.Join(items, ",") + `],"kind":"WidgetList","metadata":{"resourceVersion":"7"}}`
+	for _, tc := range []struct {
+		size      string
+		wantWhole bool
+	}{{"4Mi", true}, {"1Mi", false}} {
+		t.Run(tc.size, func(t *testing.T) {
+			var mu sync.Mutex
+			served := 0
+			apiServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				served++
+				first := served == 1
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+				if first {
+					io.WriteString(w, body[:len(body)/2])
+					http.NewResponseController(w).Flush()
+					panic(http.ErrAbortHandler) // the connection cut half-way
+				}
+				io.WriteString(w, body)
+			}))
+			t.Cleanup(apiServer.Close)
+			addr, _ := start(t, "--kubeconfig", writeKubeconfig(t, apiServer), "--list-buffer-size", tc.size)
+			resp, err := http.Get("http://" + addr + "/apis/example.com/v1/namespaces/default/widgets")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			whole := err == nil && string(got) == body
+			if whole != tc.wantWhole {
+				t.Errorf("--list-buffer-size %s: %d of %d bytes, read error %v; want whole: %v", tc.size, len(got), len(body), err, tc.wantWhole)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := map[bool]int{true: 2, false: 1}[tc.wantWhole]; served != want {
+				t.Errorf("--list-buffer-size %s: the API server was asked %d times, want %d", tc.size, served, want)
+			}
+		})
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for apiServer (HTTPS, its certificate trusted, a token).
+func writeKubeconfig(t *testing.T, apiServer *httptest.Server) string {
+	t.Helper()
+	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: apiServer.Certificate().Raw}))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: %q, certificate-authority-data: %q}
+users:
+- name: u
+  user: {token: a-token}
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`, apiServer.URL, ca)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }

@@ -39,6 +39,10 @@ var scenarios = []scenario{
 		watchList(JSON)},
 	{"watch-list-protobuf", "Same as watch-list with client-go's default Accept (protobuf).",
 		watchList(Protobuf)},
+	{"informer-list", "An informer's LIST start as client-go <= v0.34 (and v0.35+ with WatchListClient off) makes it, JSON, on a server without a watch cache for ConfigMaps (so resourceVersion=0 is paged): LIST limit=3&resourceVersion=0 of 7 ConfigMaps, then the pages after it with their continue tokens (resourceVersion cleared, as client-go's pager does), then a WATCH from the list's RV with allowWatchBookmarks and timeoutSeconds=6 while the writer creates two ConfigMaps, updates one, deletes the other.",
+		informerList(JSON)},
+	{"informer-list-protobuf", "Same as informer-list with client-go's default Accept (protobuf), as informers send it.",
+		informerList(Protobuf)},
 	{"watch-cbor", "Same as watch-json from a client asking for application/cbor (client-go's ClientsAllowCBOR gate on) to a server with CBORServingAndStorage: application/cbor-seq, one self-described CBOR data item per event, strings as byte strings, map keys in random order.",
 		watchChurn(CBOR)},
 	{"watch-list-cbor", "Same as watch-list in CBOR (application/cbor-seq), as watch-cbor.",
@@ -431,4 +435,55 @@ func (e *env) watchGone(ctx context.Context, server int, encoding, ns, rv, after
 		return nil, err
 	}
 	return &fixture.File{Exchanges: rec.Exchanges()}, nil
+}
+
+// informerList records what a SharedIndexInformer starting with a LIST sends, page size 3:
+// client-go's pager (LIST at resourceVersion=0, then each continue token with resourceVersion
+// cleared), then the reflector's WATCH from the list's resourceVersion.
+func informerList(encoding string) func(context.Context, *env) (*fixture.File, error) {
+	return func(ctx context.Context, e *env) (*fixture.File, error) {
+		ns, err := e.namespace(ctx, "informer-list"+suffix(encoding))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := e.seed(ctx, serverNoCache, ns, "cm", 7); err != nil {
+			return nil, err
+		}
+		rec := &fixture.Recorder{}
+		cs := e.recorded(serverNoCache, apiserver.Admin, encoding, rec)
+		opts := metav1.ListOptions{ResourceVersion: "0", Limit: 3}
+		listRV, total, pages := "", 0, 0
+		for {
+			list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			pages++
+			total += len(list.Items)
+			if listRV == "" {
+				listRV = list.ResourceVersion
+			} else if list.ResourceVersion != listRV {
+				return nil, fmt.Errorf("page %d at resourceVersion %s, the first at %s", pages, list.ResourceVersion, listRV)
+			}
+			if list.Continue == "" {
+				break
+			}
+			opts.Continue, opts.ResourceVersion = list.Continue, ""
+		}
+		if total != 7 || pages != 3 {
+			return nil, fmt.Errorf("LIST from resourceVersion=0 returned %d items in %d pages, want 7 in 3", total, pages)
+		}
+		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, watchFrom(listRV))
+		if err != nil {
+			return nil, err
+		}
+		s, err := drainWhile(w, func() error { return e.churn(ctx, serverNoCache, ns, "w") })
+		if err != nil {
+			return nil, err
+		}
+		if err := s.expect(watch.Added, watch.Modified, watch.Deleted); err != nil {
+			return nil, err
+		}
+		return &fixture.File{Exchanges: rec.Exchanges()}, nil
+	}
 }

@@ -52,6 +52,11 @@ func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	return resp, err
 }
 
+// DoCounted is Do that also returns how many requests it sent.
+func (c *Client) DoCounted(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, int, error) {
+	return c.do(req, tracker, handle, nil, Bounds{})
+}
+
 // Watch is Do for the establishment of a watch: every attempt is bounded
 // by bounds (the caller's deadline, the wait for an answer).
 func (c *Client) Watch(req *http.Request, tracker *policy.Tracker, bounds Bounds) (*http.Response, error) {

@@ -24,6 +24,9 @@ type GiveUpError struct {
 	Elapsed time.Duration
 	// Last is the error of the last attempt.
 	Last error
+	// Body is set when the give-up ended a LIST body a resume could not
+	// mend: Last is then the break, and Unwrap returns it.
+	Body bool
 }
 
 // Error names the give-up and describes the last error in words client-go
@@ -32,8 +35,14 @@ func (e *GiveUpError) Error() string {
 	return fmt.Sprintf("kretry: gave up after %d attempts in %s: %s", e.Attempts, e.Elapsed.Round(time.Millisecond), Describe(e.Last))
 }
 
-// Unwrap exposes the last error only if it is a refused connection.
-func (e *GiveUpError) Unwrap() error { return Refusal(e.Last) }
+// Unwrap exposes the last error only if it is a refused connection, or
+// the break of a LIST body (see Body).
+func (e *GiveUpError) Unwrap() error {
+	if e.Body {
+		return e.Last
+	}
+	return Refusal(e.Last)
+}
 
 // Refusal returns err if it is a refused connection, else nil: the one kind
 // of last error a give-up lets errors.Is and errors.As see.

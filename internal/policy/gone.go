@@ -35,16 +35,23 @@ type GoneDecision struct {
 	// Hold is how long to hold the 410 before it is handed over, when it
 	// is not retried.
 	Hold time.Duration
+	// Until, when Retry is set, is the end of the search for an apiserver
+	// that holds the resume point: the first 410 of the run plus the
+	// bound. A retry still unanswered (or waiting) then is abandoned and
+	// the first 410 handed over, whatever the retries in flight are doing.
+	Until time.Time
 }
 
-// Bounds of the retries of 410s that answer resumes. A real compaction's
-// 410 is handed over at most expiredRetryBound late, after at most
-// maxExpiredRetries new connections (and as many rides of the old ones,
-// each an immediate 410 from a watch cache). Behind a round-robin balancer
-// in front of two apiservers a new connection reaches the fresh one again
-// about every other time: three new connections left one resume in eight
-// on it, relisting (TestRollingUpgrade, cloud profile, five runs); six
-// leave one in 64.
+// Bounds of the retries of 410s that answer resumes. The search for an
+// apiserver that holds the resume point is bounded by time: a real
+// compaction's 410 is handed over at most expiredRetryBound after the first
+// 410, whatever the retries in flight are doing (GoneDecision.Until); by
+// the retry budget, each retry spending from it; and by what the 410s say
+// (another oldest resourceVersion ends it). maxExpiredRetries only caps a
+// search whose 410s come back at once: behind a round-robin balancer in
+// front of two apiservers a new connection reaches the fresh one again
+// about every other time, so six new connections left one resume in 64 its
+// 410, and twenty leave one in a million.
 //
 // Only a resume that reached an apiserver within expiredRetryBound of the
 // lost connection is retried: an apiserver restarting behind a balancer is
@@ -56,7 +63,7 @@ type GoneDecision struct {
 // every watch cache starts past its resume point and retries would only add
 // a request per client to the herd that relists (`make fleet`).
 const (
-	maxExpiredRetries = 6
+	maxExpiredRetries = 20
 	expiredRetryBound = 3 * time.Second
 )
 
@@ -88,9 +95,10 @@ type expiredRun struct {
 // A 410 that answered a resume after a lost connection (e.Resume) with the
 // watch cache's message, the resume having reached an apiserver within
 // expiredRetryBound of the loss, is retried at once on a new connection, on
-// up to maxExpiredRetries new connections within expiredRetryBound of the
-// first 410 (a retry that rode the previous 410's connection, see
-// Expiry.Connection, is not counted), under the retry budget and the
+// up to maxExpiredRetries new connections (a retry that rode the previous
+// 410's connection, see Expiry.Connection, is not counted), until
+// expiredRetryBound after the first 410 (GoneDecision.Until, which also
+// ends a retry still in flight then), under the retry budget and the
 // caller's deadline, as long as the watch cache it reaches names the same
 // oldest resourceVersion (the same fresh apiserver again): a different one
 // means a second apiserver lacks the resume point too, an expiry
@@ -115,7 +123,7 @@ func (t *Tracker) Gone(e Expiry) GoneDecision {
 		t.resetBackoff()
 	}
 	if t.retryExpired(now, e) {
-		return GoneDecision{Retry: true}
+		return GoneDecision{Retry: true, Until: t.expired.first.Add(expiredRetryBound)}
 	}
 	step := t.backoff.Duration
 	if step <= cfg.InitialBackoff {

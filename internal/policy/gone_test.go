@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -64,8 +65,8 @@ func TestGone(t *testing.T) {
 
 // TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
 // a lost connection is retried on a new connection: when the resume reached
-// an apiserver within 3 s of the loss, on up to six new connections within
-// 3 s of the first 410, while the watch cache names the same oldest
+// an apiserver within 3 s of the loss, on up to twenty new connections
+// until 3 s after the first 410, while the watch cache names the same oldest
 // resourceVersion, under the budget and the deadline; progress starts over.
 // Every case begins with the stream's break (the lost connection).
 func TestGoneRetriesExpiredResumes(t *testing.T) {
@@ -84,8 +85,10 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// arrives and the stream breaks again.
 		progressAt int
 	}{
-		{name: "the same fresh apiserver: six retries, then the 410",
-			gones: repeatExpiry(fresh, 7), want: []bool{true, true, true, true, true, true, false}},
+		// Fails before: six retries, and behind round robin one resume in
+		// 64 met the fresh apiserver every time.
+		{name: "the same fresh apiserver: twenty retries, then the 410",
+			gones: repeatExpiry(fresh, 21), want: append(slices.Repeat([]bool{true}, 20), false)},
 		{name: "another apiserver names another oldest: expired everywhere",
 			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, want: []bool{true, false}},
 		{name: "not the watch cache's message (etcd compacted): at once",
@@ -96,10 +99,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: []policy.Expiry{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
 		// Fails before: every 410 counted, so a watch whose retries rode
 		// the old connection every other time reached two new ones.
-		{name: "a retry that rode the old connection is not counted: six new connections",
-			gones: []policy.Expiry{over("c1"), over("c1"), over("c2"), over("c2"), over("c3"), over("c3"), over("c4"),
-				over("c4"), over("c5"), over("c5"), over("c6"), over("c6"), over("c7")},
-			want: append(slices.Repeat([]bool{true}, 12), false)},
+		{name: "a retry that rode the old connection is not counted: twenty new connections",
+			gones: ridden(over, 20), want: append(slices.Repeat([]bool{true}, 40), false)},
 		// Fails before: a resume refused for 10 s (one apiserver restarted,
 		// or all of them) was retried three more times at its 410.
 		{name: "the resume reached an apiserver 3s after the loss: at once",
@@ -107,7 +108,7 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		{name: "the resume reached an apiserver within 3s of the loss: retried",
 			gones: []policy.Expiry{fresh}, waits: []time.Duration{2900 * time.Millisecond}, want: []bool{true}},
 		{name: "progress starts the count over",
-			gones: repeatExpiry(fresh, 8), progressAt: 7, want: []bool{true, true, true, true, true, true, false, true}},
+			gones: repeatExpiry(fresh, 22), progressAt: 21, want: append(append(slices.Repeat([]bool{true}, 20), false), true)},
 		{name: "the budget refuses: at once",
 			budget: policy.BudgetConfig{MinPerSecond: 0.01},
 			gones:  []policy.Expiry{fresh}, want: []bool{false}},
@@ -135,6 +136,51 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ridden is n new connections' 410s, each retry riding the one before it
+// once, and the first 410 of the connection after them.
+func ridden(over func(string) policy.Expiry, n int) []policy.Expiry {
+	var gones []policy.Expiry
+	for i := 1; i <= n; i++ {
+		c := fmt.Sprintf("c%d", i)
+		gones = append(gones, over(c), over(c))
+	}
+	return append(gones, over(fmt.Sprintf("c%d", n+1)))
+}
+
+// TestGoneSearchUntil: a retried 410's decision carries the end of the
+// search, 3 s after its first 410, the same for every retry of the run, and
+// a new run (after progress) has its own.
+func TestGoneSearchUntil(t *testing.T) {
+	fresh := policy.Expiry{Resume: true, Oldest: "500"}
+	tracker, clock := newTracker(policy.Config{}, 0.5)
+	tracker.Break()
+	steps := []struct {
+		wait     time.Duration
+		progress bool
+		want     time.Time
+	}{
+		{0, false, epoch.Add(3 * time.Second)},
+		{1400 * time.Millisecond, false, epoch.Add(3 * time.Second)},
+		{1400 * time.Millisecond, false, epoch.Add(3 * time.Second)},
+		{100 * time.Millisecond, true, epoch.Add(5900 * time.Millisecond)},
+	}
+	for i, step := range steps {
+		clock.Advance(step.wait)
+		if step.progress {
+			tracker.Progress()
+			tracker.Break()
+		}
+		d := tracker.Gone(fresh)
+		if !d.Retry || !d.Until.Equal(step.want) {
+			t.Errorf("410 #%d: %+v, want a retry until %v", i, d, step.want)
+		}
+	}
+	clock.Advance(3 * time.Second)
+	if d := tracker.Gone(fresh); d.Retry || !d.Until.IsZero() {
+		t.Errorf("410 past the bound: %+v, want no retry and no Until", d)
 	}
 }
 

@@ -21,9 +21,11 @@
 //     API server (HTTP/2 over TLS) sent it.
 //   - A client that goes away cancels the upstream request at once (the request's context).
 //   - The proxy acts with its own identity and nobody else's: its credentials are used for
-//     every request and never logged; a client's Authorization, Impersonate-* headers and
-//     cookies are dropped (client-go's impersonation leaves a request that already names a
-//     user alone, so a kubeconfig's as: would not hold otherwise).
+//     every request and never logged; a client's Authorization, Impersonate-* headers,
+//     cookies and X-Remote-* front-proxy identity headers are dropped (client-go's
+//     impersonation leaves a request that already names a user alone, so a kubeconfig's as:
+//     would not hold otherwise; the API server believes X-Remote-* from a front-proxy client
+//     certificate, which the proxy's credential may be).
 //   - With Options.TokenFile (a pod's service-account token) or a rest.Config's
 //     BearerTokenFile, the token is read again as soon as the file changes (one stat per
 //     request), beneath kretry: retries and resumed watches carry the token of the moment.
@@ -32,14 +34,19 @@
 // would redirect to its clean form is refused as such):
 //   - Host header not a loopback name (DNS rebinding): 403. /healthz and /metrics too, as
 //     for every check.
+//   - CONNECT (a tunnel through the API server) and TRACE: 405, whatever the options.
 //   - An Origin header whose host is not accepted either (a web page posting to the proxy): 403.
 //   - Unless Options.AllowUpgrades, what runs a command or opens a tunnel: 403. That is a
 //     protocol upgrade, as the handler behind detects one (apimachinery's
 //     httpstream.IsUpgradeRequest: a Connection value containing "upgrade"), pods' exec,
-//     attach and portforward, and the kubelet's run, exec, attach, portForward and cri behind
-//     nodes/NAME/proxy/ (/run runs a command as a plain POST); the kubelet's metrics, stats
-//     and the rest pass. The path is read as the API server could read it: percent-decoded
-//     until nothing changes, empty and dot segments resolved, either case.
+//     attach and portforward, and behind nodes/NAME/proxy/ whatever is not one of the
+//     kubelet's read endpoints, listed by name from its routes (metrics, stats, healthz,
+//     pods, configz, containerLogs, ...; run, exec, attach, portForward, cri, checkpoint
+//     and debug are not). The path is read as kube-apiserver reads it, by its own parser
+//     (k8s.io/apiserver's RequestInfoFactory), as spelt and in lower case. A path that is
+//     not in canonical form (an encoded /, . or %, an empty or dot segment) is refused
+//     where any reading of it leads to a proxy or a pod's streams: the kubelet decodes what
+//     the API server decoded once again, and only a canonical path reads the same to both.
 //   - With Options.ReadOnly, any method but GET: 405. With AllowUpgrades too, exec, attach
 //     and port-forward over WebSocket are GETs, and pass.
 //

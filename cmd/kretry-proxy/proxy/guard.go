@@ -11,9 +11,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// Reasons a request is refused, as /metrics names them.
+// Reasons a request is refused, as /metrics names them: upgrade for every refusal that
+// Options.AllowUpgrades lifts (a non-canonical proxy path among them), method for CONNECT,
+// TRACE and ReadOnly's.
 const (
 	refusedHost     = "host"
 	refusedOrigin   = "origin"
@@ -25,11 +29,33 @@ const (
 // streamSubresources of a pod run a command or open a tunnel: exec, attach, portforward.
 var streamSubresources = map[string]bool{"exec": true, "attach": true, "portforward": true}
 
-// kubeletCommandEndpoints are the kubelet's endpoints, the first segment after
-// nodes/NAME/proxy/, that run a command or open a stream: /run runs one as a plain POST,
-// /exec, /attach and /portForward stream, /cri serves the container runtime's streams. The
-// rest (metrics, stats, configz, logs, ...) only read. Lower case: they are compared so.
-var kubeletCommandEndpoints = map[string]bool{"run": true, "exec": true, "attach": true, "portforward": true, "cri": true}
+// kubeletReadEndpoints are the kubelet's endpoints, the first segment after
+// nodes/NAME/proxy/, that only read: its routes in pkg/kubelet/server/server.go (v1.37) whose
+// handlers serve GET only or a metrics registry. Everything else there (run, exec, attach,
+// portForward, checkpoint, debug, with the container runtime's streams in cri) runs a command,
+// opens a stream or changes the kubelet, and a route added later is refused until listed
+// here. "" is the kubelet's root, nodes/NAME/proxy itself. Exact names: the kubelet's router
+// tells case.
+var kubeletReadEndpoints = map[string]bool{
+	"":              true,
+	"healthz":       true, // and healthz/ping, healthz/log, healthz/syncloop
+	"metrics":       true, // and metrics/cadvisor, metrics/resource, metrics/probes, metrics/slis
+	"stats":         true, // stats/summary
+	"pods":          true,
+	"runningpods":   true,
+	"configz":       true,
+	"containerLogs": true,
+	"logs":          true, // the node's log files, GET only
+	"statusz":       true,
+	"flagz":         true,
+}
+
+// apiRequests reads a request path as kube-apiserver does (its WithRequestInfo filter, whose
+// result its authorization and its connect handlers, the node proxy's among them, act on).
+var apiRequests = &apirequest.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
 
 // guard refuses, before anything else, a request whose Host header is not an accepted name
 // (a page of another site that a DNS rebinding pointed at 127.0.0.1 sends its own name), then
@@ -54,6 +80,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // refusal says why r must not reach the API server: the reason for /metrics, the status code
 // and the message; code 0 means it may.
 func (s *Server) refusal(r *http.Request) (reason string, code int, message string) {
+	// CONNECT would have the API server open a tunnel; TRACE would echo the request, the
+	// proxy's credentials with it. No client sends either.
+	if r.Method == http.MethodConnect || r.Method == http.MethodTrace {
+		return refusedMethod, http.StatusMethodNotAllowed, fmt.Sprintf("kretry-proxy: %s is refused", r.Method)
+	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !s.acceptHost(hostOf(u.Host)) {
@@ -65,8 +96,8 @@ func (s *Server) refusal(r *http.Request) (reason string, code int, message stri
 		if httpstream.IsUpgradeRequest(r) {
 			return refusedUpgrade, http.StatusForbidden, "kretry-proxy: protocol upgrades are refused (start it with --allow-upgrades)"
 		}
-		if target := commandTarget(r.URL.Path); target != "" {
-			return refusedUpgrade, http.StatusForbidden, fmt.Sprintf("kretry-proxy: %s runs commands or opens streams: refused (start it with --allow-upgrades)", target)
+		if message := pathRefusal(r.URL); message != "" {
+			return refusedUpgrade, http.StatusForbidden, message
 		}
 	}
 	if s.opts.ReadOnly && r.Method != http.MethodGet {
@@ -93,40 +124,163 @@ func hostOf(hostport string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
-// commandTarget names what a request path reaches that runs a command or opens a stream
-// ("pods/exec", "nodes/proxy/run"), or is "". The path is read as the API server and the
-// kubelet behind it could read it: percent-decoded until nothing changes, empty and dot
-// segments resolved, letters of either case, so that no spelling of a refused endpoint
-// passes.
-func commandTarget(requestPath string) string {
-	p := requestPath
-	for range 4 { // net/url decoded once; an encoding inside an encoding is decoded too
-		decoded, err := url.PathUnescape(p)
-		if err != nil || decoded == p {
-			break
-		}
-		p = decoded
+// pathRefusal says why a request for u must not reach the API server unless
+// Options.AllowUpgrades, or is "". It reads the path as kube-apiserver does, and in lower case
+// too (refusing more spellings costs nothing), and refuses a pod's exec, attach and
+// portforward, and behind nodes/NAME/proxy/ whatever is not one of the kubelet's read
+// endpoints, by their exact names. A path that is not in canonical form is refused first
+// wherever any reading of it leads to a proxy subresource or a pod's streams: the node proxy
+// hands what follows proxy/ to the kubelet, which routes it after decoding it once more, and
+// a canonical path is one whose every reading agrees with the API server's.
+func pathRefusal(u *url.URL) string {
+	if !canonical(u) && leadsIntoProxy(u.Path) {
+		return fmt.Sprintf("kretry-proxy: %s leads to a proxy or a pod's streams and is not in canonical form (encoded /, . or %%, empty or dot segments): refused (start it with --allow-upgrades)", u.EscapedPath())
 	}
-	segments := strings.Split(strings.Trim(path.Clean("/"+strings.ToLower(p)), "/"), "/")
-	for i := 0; i+2 < len(segments); i++ {
-		switch {
-		case segments[i] == "pods" && (i == 0 || segments[i-1] != "namespaces") && streamSubresources[segments[i+2]]:
-			return "pods/" + segments[i+2]
-		case segments[i] == "nodes" && segments[i+2] == "proxy" && i+3 < len(segments) && kubeletCommandEndpoints[segments[i+3]]:
-			return "nodes/proxy/" + segments[i+3]
+	segments := splitSegments(u.Path)
+	for _, reading := range []string{u.Path, strings.ToLower(u.Path)} {
+		info := readPath(reading)
+		if info == nil {
+			continue
+		}
+		if target := streamTarget(info); target != "" {
+			return fmt.Sprintf("kretry-proxy: %s runs commands or opens streams: refused (start it with --allow-upgrades)", target)
+		}
+		at, ok := kubeletEndpointAt(info)
+		if !ok {
+			continue
+		}
+		// info.Parts are the path's last segments: the endpoint as the client spelt it.
+		endpoint := ""
+		if at < len(info.Parts) {
+			endpoint = segments[len(segments)-len(info.Parts)+at]
+		}
+		if !kubeletReadEndpoints[endpoint] {
+			return fmt.Sprintf("kretry-proxy: nodes/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", endpoint)
 		}
 	}
 	return ""
 }
 
+// splitSegments splits a path as kube-apiserver does, leading and trailing slashes trimmed.
+func splitSegments(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// readPath is kube-apiserver's reading of a decoded request path, nil where it reads no
+// resource (and where it fails: kube-apiserver answers 500 then). The method is fixed: it
+// changes only the verb, and a POST is not read for list options (which would log the
+// query's errors).
+func readPath(decodedPath string) *apirequest.RequestInfo {
+	info, err := apiRequests.NewRequestInfo(&http.Request{Method: http.MethodPost, URL: &url.URL{Path: decodedPath}})
+	if err != nil || !info.IsResourceRequest {
+		return nil
+	}
+	return info
+}
+
+// streamTarget is "pods/exec", "pods/attach" or "pods/portforward" for a pod's streams, in
+// any group (the legacy /api/v1/proxy/... form too), or "".
+func streamTarget(info *apirequest.RequestInfo) string {
+	if info.Resource != "pods" {
+		return ""
+	}
+	sub := info.Subresource
+	if info.Verb == "proxy" && len(info.Parts) > 2 {
+		sub = info.Parts[2]
+	}
+	if streamSubresources[sub] {
+		return "pods/" + sub
+	}
+	return ""
+}
+
+// kubeletEndpointAt is where in info.Parts the first segment of what the node proxy hands
+// the kubelet is (at most len(info.Parts): none, the kubelet's root), for
+// nodes/NAME/proxy/... (NAME may carry a scheme and a port: https:n:10250) and the legacy
+// /api/v1/proxy/nodes/NAME/... form; ok is false for any other request.
+func kubeletEndpointAt(info *apirequest.RequestInfo) (at int, ok bool) {
+	switch {
+	case info.Resource != "nodes":
+		return 0, false
+	case info.Verb == "proxy":
+		return 2, true // nodes, NAME, endpoint
+	case info.Subresource == "proxy":
+		return 3, true // nodes, NAME, proxy, endpoint
+	}
+	return 0, false
+}
+
+// canonical says whether u's path means the same to every reader: no percent-encoded /, .
+// or % (in either case of hex digit), so that decoding it again changes nothing, and nothing
+// path.Clean would change (empty and dot segments), a trailing slash aside.
+func canonical(u *url.URL) bool {
+	escaped := strings.ToLower(u.EscapedPath())
+	if strings.Contains(escaped, "%2f") || strings.Contains(escaped, "%2e") || strings.Contains(escaped, "%25") {
+		return false
+	}
+	p := u.Path
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
+}
+
+// leadsIntoProxy says whether some reading of a decoded path could lead to a proxy
+// subresource (a node's, pod's or service's, or the legacy proxy form) or a pod's streams:
+// whether one of its segments, in any reading a router behind could make (decoded again, dot
+// segments resolved, in lower case), is proxy, exec, attach or portforward. Looser than
+// kube-apiserver's reading on purpose: it decides only for paths no client sends.
+func leadsIntoProxy(decodedPath string) bool {
+	for _, reading := range readings(decodedPath) {
+		for _, segment := range strings.Split(reading, "/") {
+			if segment == "proxy" || streamSubresources[segment] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readings are the ways a router could read a decoded path: as it is, percent-decoded again
+// until nothing changes, each of these with its empty and dot segments resolved, and all of
+// them in lower case.
+func readings(decodedPath string) []string {
+	decoded := []string{decodedPath}
+	for p := decodedPath; len(decoded) < 5; {
+		next, err := url.PathUnescape(p)
+		if err != nil || next == p {
+			break
+		}
+		p = next
+		decoded = append(decoded, p)
+	}
+	out := make([]string, 0, 4*len(decoded))
+	for _, p := range decoded {
+		clean := path.Clean("/" + p)
+		out = append(out, p, clean, strings.ToLower(p), strings.ToLower(clean))
+	}
+	return out
+}
+
 // dropClientIdentity removes from h everything by which a client could act as someone
 // else: its Authorization, its Impersonate-* headers (client-go's impersonation round tripper
-// leaves a request that already names a user alone, so the kubeconfig's as: would not hold)
-// and its cookies. The proxy's own credentials and impersonation are added below.
+// leaves a request that already names a user alone, so the kubeconfig's as: would not hold),
+// its cookies, and the front-proxy identity headers X-Remote-* (User, Group, Uid, Extra-*, the
+// API server's --requestheader-* defaults: it believes them from a front-proxy client
+// certificate, which the proxy's own credential may be). The proxy's own credentials and
+// impersonation are added below.
 func dropClientIdentity(h http.Header) {
 	for name := range h {
 		lower := strings.ToLower(name)
-		if lower == "authorization" || lower == "cookie" || strings.HasPrefix(lower, "impersonate-") {
+		if lower == "authorization" || lower == "cookie" || strings.HasPrefix(lower, "impersonate-") || strings.HasPrefix(lower, "x-remote-") {
 			delete(h, name)
 		}
 	}

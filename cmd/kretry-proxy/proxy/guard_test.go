@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -228,4 +229,186 @@ func redact(h http.Header) http.Header {
 		out.Set("Authorization", strings.SplitN(v, " ", 2)[0]+" …"+v[len(v)-min(len(v), 5):])
 	}
 	return out
+}
+
+// refusedAndAllowed checks that each target is refused with 403 naming --allow-upgrades
+// without reaching the API server, and reaches it with AllowUpgrades (or, for a path the HTTP
+// server redirects to its clean form, is redirected).
+func refusedAndAllowed(t *testing.T, up *upstream, method string, targets []string) {
+	t.Helper()
+	for _, target := range targets {
+		t.Run("refused "+method+" "+target, func(t *testing.T) {
+			rec, reached := ask(t, up, rest.Config{}, Options{}, httptest.NewRequest(method, target, nil))
+			if reached != nil {
+				t.Fatalf("reached the API server as %s (answer %d)", reached.URL.EscapedPath(), rec.Code)
+			}
+			if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "--allow-upgrades") {
+				t.Fatalf("answered %d %q, want 403 naming --allow-upgrades", rec.Code, rec.Body)
+			}
+		})
+		t.Run("allowed "+method+" "+target, func(t *testing.T) {
+			rec, reached := ask(t, up, rest.Config{}, Options{AllowUpgrades: true}, httptest.NewRequest(method, target, nil))
+			if reached == nil && rec.Code/100 != 3 {
+				t.Fatalf("with AllowUpgrades: refused with %d %q", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+func reachable(t *testing.T, up *upstream, method string, targets []string) {
+	t.Helper()
+	for _, target := range targets {
+		t.Run("reachable "+method+" "+target, func(t *testing.T) {
+			rec, reached := ask(t, up, rest.Config{}, Options{}, httptest.NewRequest(method, target, nil))
+			if reached == nil {
+				t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestNamespaceNamedLikeAResource: any DNS label is a namespace name, "namespaces" and "pods"
+// among them; a pod's exec, attach and portforward in such a namespace are refused as in any
+// other, and the namespace's other objects stay reachable.
+func TestNamespaceNamedLikeAResource(t *testing.T) {
+	up := okUpstream(t)
+	refusedAndAllowed(t, up, http.MethodPost, []string{
+		"/api/v1/namespaces/namespaces/pods/p/exec?command=id",
+		"/api/v1/namespaces/namespaces/pods/p/attach",
+		"/api/v1/namespaces/namespaces/pods/p/portforward",
+		"/api/v1/namespaces/pods/pods/p/exec?command=id",
+		"/api/v1/namespaces/nodes/pods/p/exec?command=id",
+		"/api/v1/namespaces/proxy/pods/p/exec?command=id",
+		"/api/v1/namespaces/status/pods/p/exec?command=id",
+		"/api/v1/namespaces/exec/pods/exec/exec?command=id",
+		"/apis/example.com/v1/namespaces/namespaces/pods/p/exec?command=id",
+	})
+	reachable(t, up, http.MethodGet, []string{
+		"/api/v1/namespaces/namespaces/pods/p/log",
+		"/api/v1/namespaces/namespaces/configmaps/exec",
+		"/api/v1/namespaces/pods/pods/exec",
+		"/api/v1/namespaces/exec/pods",
+		"/api/v1/namespaces/namespaces",
+		"/api/v1/namespaces/namespaces/status",
+	})
+}
+
+// TestNodeProxyReadEndpointsOnly: behind nodes/NAME/proxy/ only the kubelet's read endpoints
+// pass, by name, whatever follows them; a path that becomes another endpoint once the kubelet
+// decodes what the API server decoded once (%252F..%252F) is refused, as is every endpoint
+// not on the list.
+func TestNodeProxyReadEndpointsOnly(t *testing.T) {
+	up := okUpstream(t)
+	refusedAndAllowed(t, up, http.MethodPost, []string{
+		// run, then dot segments that exist only after a second decoding
+		"/api/v1/nodes/node-1/proxy/run/ns/p/x%252F..%252F..%252F..%252F../c?cmd=id",
+		"/api/v1/nodes/node-1/proxy/metrics/x%252F..%252F..%252Frun/ns/p/c?cmd=id",
+		"/api/v1/nodes/node-1/proxy/metrics%252F..%252Frun/ns/p/c?cmd=id",
+		"/api/v1/nodes/node-1/proxy/metrics/%252e%252e/run/ns/p/c",
+		"/api/v1/nodes/node-1/proxy/metrics/%2E%2E/run/ns/p/c",
+		"/api/v1/nodes/node-1:10250/proxy/metrics%2F..%2Frun/ns/p/c",
+		// the legacy form
+		"/api/v1/proxy/nodes/node-1/run/ns/p/c?cmd=id",
+		"/api/v1/proxy/nodes/node-1/metrics/x%252F..%252F..%252Frun/ns/p/c",
+		// endpoints that are not the kubelet's read endpoints
+		"/api/v1/nodes/node-1/proxy/checkpoint/ns/p/c",
+		"/api/v1/nodes/node-1/proxy/debug/flags/v",
+		"/api/v1/nodes/node-1/proxy/debug/pprof/profile",
+		"/api/v1/nodes/node-1/proxy/Metrics",
+		"/api/v1/nodes/node-1/proxy/not-an-endpoint",
+		"/api/v1/nodes/node-1/proxy/%252e%252e",
+	})
+	reachable(t, up, http.MethodGet, []string{
+		"/api/v1/nodes/node-1/proxy",
+		"/api/v1/nodes/node-1/proxy/",
+		"/api/v1/nodes/node-1/proxy/healthz",
+		"/api/v1/nodes/node-1/proxy/healthz/syncloop",
+		"/api/v1/nodes/node-1/proxy/pods",
+		"/api/v1/nodes/node-1/proxy/runningpods/",
+		"/api/v1/nodes/node-1/proxy/stats/summary",
+		"/api/v1/nodes/node-1/proxy/metrics/probes",
+		"/api/v1/nodes/node-1/proxy/metrics/slis",
+		"/api/v1/nodes/node-1/proxy/logs/",
+		"/api/v1/nodes/node-1/proxy/logs/syslog",
+		"/api/v1/nodes/node-1:10250/proxy/configz",
+		"/api/v1/nodes/https:node-1:10250/proxy/statusz",
+		"/api/v1/nodes/node-1/proxy/flagz",
+		"/api/v1/proxy/nodes/node-1/metrics",
+		"/api/v1/nodes/node-1/proxy/stats/summary?only_cpu_and_memory=true",
+	})
+}
+
+// TestProxyPathsInCanonicalFormOnly: a path with an encoded /, . or % (either case of hex
+// digit) is refused where it leads to a pod's or a service's proxy too, and passes where it
+// leads to no proxy (a Node's or a ConfigMap's name).
+func TestProxyPathsInCanonicalFormOnly(t *testing.T) {
+	up := okUpstream(t)
+	refusedAndAllowed(t, up, http.MethodGet, []string{
+		"/api/v1/namespaces/ns/pods/p/proxy/a%2Fb",
+		"/api/v1/namespaces/ns/pods/p:8080/proxy/a%2fb",
+		"/api/v1/namespaces/ns/services/s/proxy/%2e%2e/x",
+		"/api/v1/namespaces/ns/services/https:s:443/proxy/a%25b",
+		"/api/v1/namespaces/ns/services/s%2Fproxy/x",
+		"/api/v1/namespaces/ns/pods/p/log%2F..%2Fexec",
+		"/api/v1/namespaces/ns/pods/p/%2565xec",
+		"/api/v1/proxy/namespaces/ns/services/s/a%2Fb",
+	})
+	reachable(t, up, http.MethodGet, []string{
+		"/api/v1/namespaces/ns/pods/p/proxy/",
+		"/api/v1/namespaces/ns/pods/p:8080/proxy/healthz?x=a%2Fb",
+		"/api/v1/namespaces/ns/services/https:s:443/proxy/a/b.c/d",
+		"/api/v1/namespaces/ns/services/s/proxy/run",
+		"/api/v1/namespaces/ns/configmaps/a%2Fb",
+		"/api/v1/namespaces/ns/configmaps?fieldSelector=metadata.name%3Da%2Fb",
+	})
+}
+
+// TestFrontProxyHeadersDropped: the front-proxy identity headers (the API server believes them
+// from a front-proxy client certificate, which the proxy's credential may be) never reach the
+// API server, in whatever case a client spells them.
+func TestFrontProxyHeadersDropped(t *testing.T) {
+	up := okUpstream(t)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/configmaps", nil)
+	req.Header.Set("X-Remote-User", "system:admin")
+	req.Header.Add("X-Remote-Group", "system:masters")
+	req.Header.Set("X-Remote-Uid", "0")
+	req.Header.Set("X-Remote-Extra-Scopes", "all")
+	req.Header["x-remote-user"] = []string{"system:admin"}
+	req.Header["X-REMOTE-EXTRA-ACME.IO%2FTEAM"] = []string{"root"}
+	req.Header.Set("X-Kept", "yes")
+	rec, reached := ask(t, up, rest.Config{BearerToken: "proxy-token"}, Options{}, req)
+	if reached == nil {
+		t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+	}
+	for name := range reached.Header {
+		if strings.HasPrefix(strings.ToLower(name), "x-remote-") {
+			t.Errorf("the API server saw %s", name)
+		}
+	}
+	if reached.Header.Get("X-Kept") != "yes" {
+		t.Errorf("another header was dropped too: %v", reached.Header)
+	}
+}
+
+// TestConnectAndTraceRefused: CONNECT (a tunnel through the API server) and TRACE never reach
+// it, with or without AllowUpgrades; OPTIONS and HEAD do.
+func TestConnectAndTraceRefused(t *testing.T) {
+	up := okUpstream(t)
+	for _, opts := range []Options{{}, {AllowUpgrades: true}} {
+		for _, method := range []string{http.MethodConnect, http.MethodTrace} {
+			for _, target := range []string{"/api/v1/namespaces/ns/configmaps", "/api/v1/namespaces/ns/pods/p/proxy/"} {
+				t.Run(fmt.Sprintf("%s %s AllowUpgrades=%v", method, target, opts.AllowUpgrades), func(t *testing.T) {
+					rec, reached := ask(t, up, rest.Config{}, opts, httptest.NewRequest(method, target, nil))
+					if reached != nil {
+						t.Fatalf("reached the API server as %s %s", reached.Method, reached.URL)
+					}
+					if rec.Code != http.StatusMethodNotAllowed {
+						t.Fatalf("answered %d %q, want 405", rec.Code, rec.Body)
+					}
+				})
+			}
+		}
+	}
+	reachable(t, up, http.MethodOptions, []string{"/api/v1/namespaces/ns/configmaps"})
+	reachable(t, up, http.MethodHead, []string{"/api/v1/namespaces/ns/configmaps"})
 }

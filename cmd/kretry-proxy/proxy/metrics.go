@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	kretrymetrics "github.com/kretry/kretry/metrics"
@@ -91,6 +92,11 @@ func boolParam(query url.Values, name string) bool {
 // class is list, watch, watch_list, get or other; reason is host, origin, upgrade, method or
 // shutdown. The difference between what was sent upstream and what was served is kretry's
 // work, which kretry's own collectors break down by verb and reason.
+//
+// The registry also holds client_golang's Go runtime collector (go_*: goroutines, memory, GC)
+// and process collector (process_*: CPU, resident memory, open files, start time), as every
+// Go program's /metrics does: the proxy's memory against its container's limit, and the
+// process_start_time_seconds that KretryRelistsDespiteKretry reads.
 type metrics struct {
 	registry    *prometheus.Registry
 	kretry      *kretrymetrics.Metrics // the transport.Observer for kretry's collectors
@@ -124,7 +130,8 @@ func newMetrics() (*metrics, error) {
 	for _, reason := range []string{refusedHost, refusedOrigin, refusedUpgrade, refusedMethod, refusedShutdown} {
 		m.refusals.WithLabelValues(reason)
 	}
-	for _, c := range []prometheus.Collector{m.served, m.upstreamReq, m.refusals, m.openWatches} {
+	runtimeCollectors := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	for _, c := range append(runtimeCollectors, m.served, m.upstreamReq, m.refusals, m.openWatches) {
 		if err := m.registry.Register(c); err != nil {
 			return nil, err
 		}

@@ -29,8 +29,10 @@ type Options struct {
 	// AcceptHosts match the host part of the Host header (and of an Origin header); default
 	// DefaultAcceptHosts.
 	AcceptHosts []*regexp.Regexp
-	// AllowUpgrades lets protocol upgrades through, and with them the exec, attach and
-	// portforward subresources; default off: they are refused with 403.
+	// AllowUpgrades lets protocol upgrades through, and with them pods' exec, attach and
+	// portforward, the kubelet's endpoints behind nodes/NAME/proxy/ that are not its read
+	// endpoints, and proxy paths not in canonical form; default off: they are refused with
+	// 403. CONNECT and TRACE are refused either way.
 	AllowUpgrades bool
 	// ReadOnly refuses every method but GET with 405.
 	ReadOnly bool

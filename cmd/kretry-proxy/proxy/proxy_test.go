@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -524,6 +527,46 @@ func TestMetrics(t *testing.T) {
 		`# TYPE kretry_proxy_open_watches gauge`,
 		`kretry_requests_total{outcome="2xx",verb="list"} 2`,
 	)
+}
+
+// TestRuntimeMetrics: /metrics serves the Go runtime's and the process's series (the process
+// collector reads /proc: Linux only), and promtool, when installed, finds the exposition clean.
+func TestRuntimeMetrics(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeList(w) })
+	base, _ := startProxy(t, up, Options{})
+	body := scrape(t, base)
+	for _, family := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds", "go_info"} {
+		if !strings.Contains(body, "\n# TYPE "+family+" ") {
+			t.Errorf("/metrics has no %s", family)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		for _, family := range []string{"process_start_time_seconds", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} {
+			if !strings.Contains(body, "\n# TYPE "+family+" ") {
+				t.Errorf("/metrics has no %s", family)
+			}
+		}
+		// The start time is this process's: within the test binary's life, in seconds.
+		var started float64
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "process_start_time_seconds "); ok {
+				started, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if now := float64(time.Now().UnixNano()) / 1e9; started <= 0 || started > now || now-started > 3600 {
+			t.Errorf("process_start_time_seconds %g, now %g", started, now)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Logf("no promtool: the exposition is not linted (%v)", err)
+		return
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 }
 
 // TestMetricsOfARetriedList: a LIST answered 503 once and then 200 reaches the client as the
