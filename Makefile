@@ -4,7 +4,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 
 .PHONY: rules-test
-.PHONY: test unit compat compat-quick vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image
+.PHONY: test unit compat compat-quick vet fmtcheck bench bench-watch callgrind-read fuzz demo fleet apiserver record e2e e2e-deps release-check bump tidy apidiff soak image fleet-ha
 
 # Modules of their own (to keep their dependencies out of the library's go.mod): every module
 # the root go.work uses but the root, which builds them against this checkout; and the release
@@ -145,6 +145,24 @@ FLEETFLAGS ?=
 fleet:
 	$(GO) run ./cmd/kretry-fleet -clients 1000 -scenarios restart,lbdrop -json docs/fleet.json -plot docs/fleet.png $(FLEETFLAGS)
 
+## fleet-ha: $(FLEETHA_AGENTS) node agents (pod informers by spec.nodeName, protobuf, each its own
+## clientset, connection and rate limiter) through two kube-apiservers v1.37.2 behind HAProxy
+## during a rolling upgrade, at the fast and the cloud balancer's pace, stock and kretry
+## alternating, $(FLEETHA_RUNS) runs each; measured at the apiservers (/metrics, /proc) and etcd.
+## Prints the table; docs/fleet-ha.json and docs/fleet-ha.png (the plot) come from it. Without
+## -race: it measures CPU. docs/fleet.md says how long it takes.
+FLEETHA_AGENTS ?= 1000
+FLEETHA_RUNS   ?= 3
+FLEETHA_PACES  ?= fast,cloud
+FLEETHA_JSON   ?= docs/fleet-ha.json
+FLEETHA_PLOT   ?= docs/fleet-ha.png
+fleet-ha:
+	@$(MAKE) --no-print-directory apiserver
+	@$(MAKE) --no-print-directory e2e-deps
+	KRETRY_E2E=1 KRETRY_FLEETHA_AGENTS=$(FLEETHA_AGENTS) KRETRY_FLEETHA_RUNS=$(FLEETHA_RUNS) KRETRY_FLEETHA_PACES=$(FLEETHA_PACES) \
+		KRETRY_FLEETHA_JSON=$(CURDIR)/$(FLEETHA_JSON) $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestFleetHA$$' -v ./e2e/
+	cd e2e/plot && $(GO) run . -fleet-ha -in $(CURDIR)/$(FLEETHA_JSON) -out $(CURDIR)/$(FLEETHA_PLOT) -title "node agents through a rolling upgrade"
+
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh
 
@@ -167,6 +185,7 @@ e2e:
 	@cat .apiserver/e2e-controller-runtime-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-upgrade-figures.txt 2>/dev/null || true
 	@cat .apiserver/e2e-prometheus-figures.txt 2>/dev/null || true
+	@cat .apiserver/e2e-fleet-ha-figures.txt 2>/dev/null || true
 
 ## soak: 55 informers and raw watchers through kretry against a real kube-apiserver behind the
 ## fault proxy (cuts every 0.3-2.5 s, ERROR 500 events, writers on) for $(SOAK); fails on a leak

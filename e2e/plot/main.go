@@ -36,8 +36,13 @@ func main() {
 	in := flag.String("in", "", "the JSON TestSoak wrote")
 	out := flag.String("out", "soak.png", "the PNG to write")
 	title := flag.String("title", "kretry soak", "the figure's title")
+	fleetHA := flag.Bool("fleet-ha", false, "draw TestFleetHA's JSON (requests/s and apiserver CPU over the upgrade) instead")
 	flag.Parse()
-	if err := run(*in, *out, *title); err != nil {
+	draw := run
+	if *fleetHA {
+		draw = runFleetHA
+	}
+	if err := draw(*in, *out, *title); err != nil {
 		fmt.Fprintln(os.Stderr, "plot:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,1196 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kretry/kretry/internal/harness/apiserver"
+	"github.com/kretry/kretry/transport"
+)
+
+// Environment knobs of TestFleetHA. Without them it is the small check of `make test`: 50
+// agents, the cloud pace, one run each of stock and kretry.
+const (
+	fleetHAAgentsEnv = "KRETRY_FLEETHA_AGENTS" // agents (default 50)
+	fleetHARunsEnv   = "KRETRY_FLEETHA_RUNS"   // runs per pace and client (default 1)
+	fleetHAPacesEnv  = "KRETRY_FLEETHA_PACES"  // comma-separated: cloud (default), fast
+	fleetHAJSONEnv   = "KRETRY_FLEETHA_JSON"   // where the runs and their per-second series go
+	fleetHACheckEnv  = "KRETRY_FLEETHA_CHECK"  // "0": report only, never fail on the figures
+)
+
+// fleetHAPodsPerNode is how many pods each agent's node holds.
+const fleetHAPodsPerNode = 5
+
+// The noise margins of TestFleetHA's check, kretry against stock in the same pace: initial-state
+// fetches (at the caller and on the wire) may exceed stock's by fleetHAFetchMargin of the agents
+// plus 2; apiserver CPU seconds by fleetHACPUMargin of stock's plus fleetHACPUSlack. The CPU
+// margin is wide because the machine is shared: on 2 cores a neighbour's burst moves a run's
+// apiserver CPU by 10-20%.
+const (
+	fleetHAFetchMargin = 0.05
+	fleetHACPUMargin   = 0.25
+	fleetHACPUSlack    = 2.0
+)
+
+// TestFleetHA: a fleet of node agents through an HA control plane's rolling upgrade. etcd and
+// two kube-apiservers (the flags of TestRollingUpgrade) behind HAProxy at one of
+// TestRollingUpgrade's health-check paces; N nodes' worth of pods (5 a node) in one namespace;
+// N agents, each with its own clientset, connection and rate limiter (client-go's defaults: 5
+// QPS, burst 10), as N kubelets in N processes would have: a pod informer with
+// fieldSelector=spec.nodeName=<its node>, protobuf, client-go's defaults (watch-list first). A
+// writer through the balancer patches N/20 pods (at least 5) every second, rotating over the
+// nodes. Then each kube-apiserver is SIGTERMed and started again in turn, twice round, first
+// under a stock fleet, then under a fleet through kretry (the order alternates run by run).
+//
+// Measured at the control plane over the upgrade: initial-state fetches (LISTs and
+// watch-lists) by the apiservers' own metrics and on the agents' wire, the bytes the agents
+// read, each apiserver's CPU seconds and peak RSS (from /proc, sampled every second), etcd's
+// range requests (its own metrics), the requests per second the balancer passed on (peak and
+// the 99th percentile second), and the 410s answered. At the agents: relists, how long after
+// each restart the first change to each agent's pods reached half and all of the caches,
+// caches equal to the server at the end, kretry's retries, resumes and budget refusals.
+//
+// The check (unless KRETRY_FLEETHA_CHECK=0): per pace, kretry's fleet makes no more relists,
+// no more initial-state fetches on the wire and no more apiserver CPU seconds than stock's,
+// beyond the noise margins above; every cache equals the server at the end.
+func TestFleetHA(t *testing.T) {
+	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
+		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
+	}
+	n := envInt(t, fleetHAAgentsEnv, 50)
+	runs := envInt(t, fleetHARunsEnv, 1)
+	paces := []string{"cloud"}
+	if v := os.Getenv(fleetHAPacesEnv); v != "" {
+		paces = strings.Split(v, ",")
+	}
+	closeSharedCluster(t) // one cluster at a time on the machine
+	var all []*fleetHARun
+	for _, name := range paces {
+		var p upgradeProfile
+		for _, q := range upgradeProfiles {
+			if q.Name == name {
+				p = q
+			}
+		}
+		if p.Name == "" {
+			t.Fatalf("%s: unknown pace %q (fast, cloud)", fleetHAPacesEnv, name)
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			all = append(all, fleetHAPace(t, p, n, runs)...)
+		})
+	}
+	table := fleetHATable(all)
+	fmt.Print(table)
+	t.Log("\n" + table)
+	if root, err := os.Getwd(); err == nil && os.MkdirAll(filepath.Join(filepath.Dir(root), ".apiserver"), 0o755) == nil {
+		os.WriteFile(filepath.Join(filepath.Dir(root), ".apiserver", "e2e-fleet-ha-figures.txt"), []byte(table), 0o644)
+	}
+	if path := fleetHAJSONPath(); path != "" {
+		data, _ := json.MarshalIndent(fleetHAFile{Agents: n, Machine: machineLine(), Runs: all}, "", " ")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Errorf("write %s: %v", path, err)
+		}
+	}
+	if os.Getenv(fleetHACheckEnv) == "0" {
+		return
+	}
+	for _, pace := range paces {
+		stock, kr := fleetHASum(all, pace, "stock"), fleetHASum(all, pace, "kretry")
+		if stock.runs == 0 || kr.runs == 0 {
+			continue
+		}
+		fetchSlack := fleetHAFetchMargin*float64(n*stock.runs) + 2
+		if float64(kr.relists) > float64(stock.relists)+fetchSlack {
+			t.Errorf("%s: kretry's agents relisted %d times, stock's %d (margin %.0f)", pace, kr.relists, stock.relists, fetchSlack)
+		}
+		if float64(kr.wireFetches) > float64(stock.wireFetches)+fetchSlack {
+			t.Errorf("%s: kretry's agents sent %d initial-state fetches, stock's %d (margin %.0f)", pace, kr.wireFetches, stock.wireFetches, fetchSlack)
+		}
+		if kr.cpu > stock.cpu*(1+fleetHACPUMargin)+fleetHACPUSlack*float64(stock.runs) {
+			t.Errorf("%s: the apiservers spent %.1f CPU seconds under kretry's agents, %.1f under stock's (margin %.0f%% + %.0fs a run)",
+				pace, kr.cpu, stock.cpu, 100*fleetHACPUMargin, fleetHACPUSlack)
+		}
+	}
+	for _, r := range all {
+		if r.CachesEqual != r.Agents {
+			t.Errorf("%s run %d %s: %d of %d caches equal to the server at the end", r.Pace, r.Run, r.Client, r.CachesEqual, r.Agents)
+		}
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json.
+func fleetHAJSONPath() string {
+	if p := os.Getenv(fleetHAJSONEnv); p != "" {
+		return p
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Join(filepath.Dir(root), ".apiserver")
+	if os.MkdirAll(dir, 0o755) != nil {
+		return ""
+	}
+	return filepath.Join(dir, "fleet-ha.json")
+}
+
+// fleetHAFile is the JSON the plot (e2e/plot -fleet-ha) draws.
+type fleetHAFile struct {
+	Agents  int           `json:"agents"`
+	Machine string        `json:"machine"`
+	Runs    []*fleetHARun `json:"runs"`
+}
+
+// fleetHARun is one upgrade under one fleet.
+type fleetHARun struct {
+	Pace   string `json:"pace"`
+	Client string `json:"client"`
+	Run    int    `json:"run"`
+	Agents int    `json:"agents"`
+
+	// Control plane, over the upgrade.
+	APIListCalls   int64     `json:"api_list"`       // apiserver_request_total LIST pods
+	APIWatchLists  int64     `json:"api_watch_list"` // apiserver_watch_list_duration_seconds_count pods
+	APIGone        int64     `json:"api_410"`        // apiserver_request_total code 410 on pods
+	WireFetches    int64     `json:"wire_fetches"`   // LISTs + watch-lists the agents sent
+	WireFetches200 int64     `json:"wire_fetches_200"`
+	WireRequests   int64     `json:"wire_requests"`
+	WireGone       int64     `json:"wire_410"` // 410 answers on the wire
+	Bytes          int64     `json:"bytes"`    // response body bytes the agents read
+	CPU            []float64 `json:"cpu"`      // CPU seconds per apiserver
+	PeakRSS        []float64 `json:"peak_rss"` // bytes, per apiserver, peak over its processes
+	EtcdCPU        float64   `json:"etcd_cpu"`
+	EtcdRanges     int64     `json:"etcd_ranges"`
+	ReqPeak        int64     `json:"req_peak"` // requests/s at the balancer
+	ReqP99         int64     `json:"req_p99"`
+	HarnessCPU     float64   `json:"harness_cpu"` // the agents' process
+	MachineBusy    float64   `json:"machine_busy"`
+	Load           string    `json:"load"`
+
+	// Agents.
+	Relists      int64   `json:"relists"`      // initial-state fetches client-go sent after its first
+	HalfAfter    float64 `json:"half_after_s"` // worst restart: seconds until half the caches held the first change after it
+	AllAfter     float64 `json:"all_after_s"`
+	LagHalf      float64 `json:"lag_half_s"` // worst restart: seconds from that change's write to half the caches
+	LagAll       float64 `json:"lag_all_s"`
+	Undelivered  int     `json:"undelivered"` // first changes after a restart never seen by their agent
+	CachesEqual  int     `json:"caches_equal"`
+	Retries      int64   `json:"retries"`
+	Resumes      int64   `json:"resumes"`
+	Expired      int64   `json:"expired_retries"`
+	Refusals     int64   `json:"budget_refusals"`
+	GiveUps      int64   `json:"give_ups"`
+	Writes       int     `json:"writes"`
+	WritesFailed int     `json:"writes_failed"`
+
+	Restarts []float64 `json:"restarts"` // seconds since the series began: each SIGTERM
+	Series   []haPoint `json:"series"`
+}
+
+// haPoint is one second of a run.
+type haPoint struct {
+	At        float64 `json:"at"`
+	Requests  int64   `json:"requests"`   // requests the agents sent (through the balancer)
+	Fetches   int64   `json:"fetches"`    // initial-state fetches among them
+	APICPU    float64 `json:"api_cpu"`    // CPU cores both apiservers used
+	EtcdCPU   float64 `json:"etcd_cpu"`   // CPU cores etcd used
+	AgentsCPU float64 `json:"agents_cpu"` // CPU cores the agents' process used
+}
+
+func fleetHAPace(t *testing.T, p upgradeProfile, n, runs int) []*fleetHARun {
+	ctx := context.Background()
+	flags := append(append([]string(nil), apiserver.RBACFlags...),
+		"--shutdown-delay-duration="+p.ShutdownDelay.String(),
+		"--shutdown-send-retry-after=true",
+		"--goaway-chance=0.02",
+	)
+	c := apiserver.StartT(t, apiserver.Options{
+		Servers:      []apiserver.ServerOptions{{ExtraFlags: flags}, {ExtraFlags: flags}},
+		ReadyTimeout: 180 * time.Second,
+	})
+	var backends []string
+	for _, s := range c.Servers() {
+		backends = append(backends, s.Addr())
+	}
+	lb, err := apiserver.StartHAProxy(ctx, apiserver.HAProxyOptions{Servers: backends, Inter: p.Inter, Fall: p.Fall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbPID := lb.PID()
+	defer func() {
+		if err := lb.Close(); err != nil {
+			t.Errorf("haproxy: close: %v", err)
+		}
+		if syscall.Kill(lbPID, 0) == nil {
+			t.Errorf("haproxy pid %d survived Close", lbPID)
+		}
+	}()
+	time.Sleep(3 * p.Inter)
+
+	adminCfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
+	withContentType(adminCfg, true)
+	admin := kubernetes.NewForConfigOrDie(adminCfg)
+	ns := "fleet-" + p.Name
+	if err := seedPods(ctx, admin, ns, n); err != nil {
+		t.Fatal(err)
+	}
+	etcdPID := findEtcdPID(c.Dir())
+
+	var out []*fleetHARun
+	for run := 1; run <= runs; run++ {
+		order := []bool{false, true}
+		if run%2 == 0 {
+			order = []bool{true, false}
+		}
+		for _, withKretry := range order {
+			r := fleetHAUpgrade(t, c, lb.Addr(), admin, ns, p, n, run, withKretry, etcdPID)
+			if r == nil {
+				return out
+			}
+			t.Logf("%s", fleetHARow(r))
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// seedPods creates ns, its default ServiceAccount (no controller-manager runs to create it)
+// and n nodes' worth of pods, bound to node-0 ... node-(n-1).
+func seedPods(ctx context.Context, admin kubernetes.Interface, ns string, n int) error {
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	no := false
+	jobs := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				node, j := i/fleetHAPodsPerNode, i%fleetHAPodsPerNode
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: podName(node, j), Annotations: map[string]string{"gen": "0"},
+						Labels: map[string]string{"app": "fleet", "slot": strconv.Itoa(j)}},
+					Spec: corev1.PodSpec{
+						NodeName:                     nodeName(node),
+						AutomountServiceAccountToken: &no,
+						Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+							Env: []corev1.EnvVar{{Name: "PAD", Value: strings.Repeat("x", 512)}}}},
+					},
+				}
+				if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n * fleetHAPodsPerNode {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("create pods: %w", err)
+	default:
+		return nil
+	}
+}
+
+func nodeName(i int) string   { return fmt.Sprintf("node-%d", i) }
+func podName(i, j int) string { return fmt.Sprintf("p-%d-%d", i, j) }
+
+// haFleet is what all agents of one run share: the per-second request counts.
+type haFleet struct {
+	began    time.Time
+	requests [7200]atomic.Int64
+	fetches  [7200]atomic.Int64
+}
+
+func (f *haFleet) second() int {
+	return min(int(time.Since(f.began)/time.Second), len(f.requests)-1)
+}
+
+// haAgent is one node agent.
+type haAgent struct {
+	node  int
+	inf   cache.SharedIndexInformer
+	stop  chan struct{}
+	done  chan struct{}
+	conns connSet
+	log   *haKretryLog
+
+	// counts, since the mark for the "since" ones
+	callerFetches atomic.Int64 // initial-state fetches client-go sent (above kretry)
+	wireFetches   atomic.Int64
+	wire200       atomic.Int64
+	wireRequests  atomic.Int64
+	wireGone      atomic.Int64
+	bytes         atomic.Int64
+
+	mu   sync.Mutex
+	seen []haSeen
+}
+
+// haSeen is one pod version an agent's cache received.
+type haSeen struct {
+	pod string
+	rv  uint64
+	at  time.Time
+}
+
+func (a *haAgent) record(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	rv, _ := strconv.ParseUint(pod.ResourceVersion, 10, 64)
+	a.mu.Lock()
+	a.seen = append(a.seen, haSeen{pod: pod.Name, rv: rv, at: time.Now()})
+	a.mu.Unlock()
+}
+
+// firstSeen is when the agent first held pod at rv or later, if ever.
+func (a *haAgent) firstSeen(pod string, rv uint64) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.seen {
+		if s.pod == pod && s.rv >= rv {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// connSet keeps an agent's connections, to close them when the agent stops (as a process
+// that exits would).
+type connSet struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (cs *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+	if err == nil {
+		cs.mu.Lock()
+		cs.conns = append(cs.conns, conn)
+		cs.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.conns {
+		c.Close()
+	}
+	cs.conns = nil
+}
+
+// haWire counts what an agent sends below kretry (what the balancer passes on).
+type haWire struct {
+	a    *haAgent
+	f    *haFleet
+	next http.RoundTripper
+}
+
+func isFetch(req *http.Request) bool {
+	q := req.URL.Query()
+	if q.Get("watch") == "true" || q.Get("watch") == "1" {
+		return q.Get("sendInitialEvents") == "true"
+	}
+	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/pods")
+}
+
+func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
+	fetch := isFetch(req)
+	sec := w.f.second()
+	w.f.requests[sec].Add(1)
+	w.a.wireRequests.Add(1)
+	if fetch {
+		w.f.fetches[sec].Add(1)
+		w.a.wireFetches.Add(1)
+	}
+	resp, err := w.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK && fetch:
+		w.a.wire200.Add(1)
+	case resp.StatusCode == http.StatusGone:
+		w.a.wireGone.Add(1)
+	}
+	resp.Body = &haBody{ReadCloser: resp.Body, a: w.a}
+	return resp, nil
+}
+
+type haBody struct {
+	io.ReadCloser
+	a *haAgent
+}
+
+func (b *haBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.a.bytes.Add(int64(n))
+	return n, err
+}
+
+// haCaller counts the initial-state fetches client-go asks for (above kretry).
+type haCaller struct {
+	a    *haAgent
+	next http.RoundTripper
+}
+
+func (c *haCaller) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isFetch(req) {
+		c.a.callerFetches.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// haKretryLog counts one agent's kretry events.
+type haKretryLog struct {
+	retries, resumes, expired, refusals, giveUps atomic.Int64
+}
+
+func (l *haKretryLog) ObserveAttempt(transport.AttemptEvent) {}
+
+func (l *haKretryLog) ObserveRetry(e transport.RetryEvent) {
+	if e.Resume {
+		l.resumes.Add(1)
+	} else {
+		l.retries.Add(1)
+	}
+	if e.Reason == transport.ReasonExpiredResume {
+		l.expired.Add(1)
+	}
+}
+
+func (l *haKretryLog) ObserveGiveUp(transport.GiveUpEvent) { l.giveUps.Add(1) }
+
+func (l *haKretryLog) ObserveBudgetRefusal(transport.BudgetEvent) { l.refusals.Add(1) }
+
+// startAgent starts one node agent through addr.
+func startAgent(c *apiserver.Cluster, addr, ns string, node int, f *haFleet, withKretry bool) *haAgent {
+	a := &haAgent{node: node, stop: make(chan struct{}), done: make(chan struct{})}
+	cfg := c.ConfigFor(addr, apiserver.Admin)
+	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults: 5 QPS, burst 10, a limiter of its own
+	cfg.UserAgent = "kubelet/fleet-ha"
+	cfg.Dial = a.conns.dial
+	withContentType(cfg, true)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &haWire{a: a, f: f, next: rt} })
+	if withKretry {
+		a.log = &haKretryLog{}
+		cfg.Wrap(transport.Wrapper(transport.Config{Observer: a.log}))
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &haCaller{a: a, next: rt} })
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + nodeName(node) }))
+	a.inf = factory.Core().V1().Pods().Informer()
+	a.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    a.record,
+		UpdateFunc: func(_, obj any) { a.record(obj) },
+	})
+	go func() {
+		defer close(a.done)
+		a.inf.Run(a.stop)
+	}()
+	return a
+}
+
+func (a *haAgent) close() {
+	close(a.stop)
+	<-a.done
+	a.conns.closeAll()
+}
+
+// haWrite is one change the writer made.
+type haWrite struct {
+	node int
+	pod  string
+	rv   uint64
+	at   time.Time // when the write was sent
+}
+
+// fleetHAGen numbers the writer's ticks across runs.
+var fleetHAGen atomic.Int64
+
+// haWriter patches pods through the balancer every second.
+type haWriter struct {
+	mu     sync.Mutex
+	writes []haWrite
+	fails  int
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startHAWriter(admin kubernetes.Interface, ns string, n int) *haWriter {
+	w := &haWriter{stop: make(chan struct{}), done: make(chan struct{})}
+	per := max(5, n/20)
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		next := 0
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			gen := fleetHAGen.Add(1) // never a value of an earlier run: a patch that changes nothing writes nothing
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 8)
+			for k := 0; k < per; k++ {
+				i := next % (n * fleetHAPodsPerNode)
+				next++
+				// rotate over nodes first, then over each node's pods
+				node, j := i%n, (i/n)%fleetHAPodsPerNode
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					at := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					patch := fmt.Sprintf(`{"metadata":{"annotations":{"gen":"%d"}}}`, gen)
+					pod, err := admin.CoreV1().Pods(ns).Patch(ctx, podName(node, j), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					if err != nil {
+						w.fails++
+						return
+					}
+					rv, _ := strconv.ParseUint(pod.ResourceVersion, 10, 64)
+					w.writes = append(w.writes, haWrite{node: node, pod: pod.Name, rv: rv, at: at})
+				}()
+			}
+			wg.Wait()
+		}
+	}()
+	return w
+}
+
+func (w *haWriter) halt() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+func (w *haWriter) snapshot() ([]haWrite, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]haWrite(nil), w.writes...), w.fails
+}
+
+// procSample is one reading of a process from /proc.
+type procSample struct {
+	cpu   float64 // user+system seconds
+	hwm   float64 // peak RSS, bytes
+	alive bool
+}
+
+var clockTicks = 100.0 // USER_HZ on Linux
+
+func readProc(pid int) procSample {
+	if pid <= 0 {
+		return procSample{}
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procSample{}
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procSample{}
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 13 || fields[0] == "Z" {
+		return procSample{}
+	}
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	out := procSample{cpu: (ut + st) / clockTicks, alive: true}
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				out.hwm = kb * 1024
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// machineBusy reads /proc/stat's total and idle jiffies.
+func machineJiffies() (total, idle float64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i == 3 || i == 4 { // idle, iowait
+			idle += v
+		}
+	}
+	return total, idle
+}
+
+// findEtcdPID is the etcd whose data lives under dir.
+func findEtcdPID(dir string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if s := string(cmd); strings.Contains(s, "etcd") && strings.Contains(s, dir) && !strings.Contains(s, "kube-apiserver") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// procMeter follows the apiservers (across their restarts), etcd and this process, one
+// sample a second.
+type procMeter struct {
+	servers []*apiserver.Server
+	etcd    int
+	fleet   *haFleet
+
+	mu        sync.Mutex
+	base      map[int]float64 // pid -> CPU at the first sample (processes alive at the start)
+	last      map[int]procSample
+	owner     map[int]int // pid -> server index
+	series    []haPoint
+	stop      chan struct{}
+	done      chan struct{}
+	t0, i0    float64
+	self0     float64
+	etcdStart float64
+}
+
+func startProcMeter(servers []*apiserver.Server, etcd int, f *haFleet) *procMeter {
+	m := &procMeter{servers: servers, etcd: etcd, fleet: f, base: map[int]float64{}, last: map[int]procSample{},
+		owner: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	for _, s := range servers {
+		if pid := s.PID(); pid != 0 {
+			m.base[pid] = readProc(pid).cpu
+			m.owner[pid] = s.Index()
+		}
+	}
+	m.etcdStart = readProc(etcd).cpu
+	m.self0 = readProc(os.Getpid()).cpu
+	m.t0, m.i0 = machineJiffies()
+	go m.loop()
+	return m
+}
+
+func (m *procMeter) loop() {
+	defer close(m.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	prevAPI, prevEtcd, prevSelf := m.apiCPU(), readProc(m.etcd).cpu, readProc(os.Getpid()).cpu
+	prevReq := m.fleet.second() // the fleet's sync before the meter started is not the upgrade's
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		m.sample()
+		api, etcd, self := m.apiCPU(), readProc(m.etcd).cpu, readProc(os.Getpid()).cpu
+		sec := m.fleet.second()
+		var req, fetch int64
+		for s := prevReq; s < sec; s++ {
+			req += m.fleet.requests[s].Load()
+			fetch += m.fleet.fetches[s].Load()
+		}
+		prevReq = sec
+		m.mu.Lock()
+		m.series = append(m.series, haPoint{At: time.Since(m.fleet.began).Seconds(), Requests: req, Fetches: fetch,
+			APICPU: api - prevAPI, EtcdCPU: etcd - prevEtcd, AgentsCPU: self - prevSelf})
+		m.mu.Unlock()
+		prevAPI, prevEtcd, prevSelf = api, etcd, self
+	}
+}
+
+// sample reads every server's current process.
+func (m *procMeter) sample() {
+	for _, s := range m.servers {
+		pid := s.PID()
+		if pid == 0 {
+			continue
+		}
+		ps := readProc(pid)
+		if !ps.alive {
+			continue
+		}
+		m.mu.Lock()
+		if _, ok := m.owner[pid]; !ok {
+			m.owner[pid] = s.Index()
+		}
+		m.last[pid] = ps
+		m.mu.Unlock()
+	}
+}
+
+// apiCPU is the CPU seconds of every apiserver process seen, since the meter started.
+func (m *procMeter) apiCPU() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum float64
+	for pid, ps := range m.last {
+		sum += ps.cpu - m.base[pid]
+	}
+	return sum
+}
+
+// finish stops the meter and returns per server its CPU seconds and peak RSS, etcd's CPU
+// seconds, this process's, and the share of the machine busy.
+func (m *procMeter) finish() (cpu, rss []float64, etcd, self, busy float64, series []haPoint) {
+	m.sample()
+	close(m.stop)
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cpu, rss = make([]float64, len(m.servers)), make([]float64, len(m.servers))
+	for pid, ps := range m.last {
+		i := m.owner[pid]
+		cpu[i] += ps.cpu - m.base[pid]
+		rss[i] = math.Max(rss[i], ps.hwm)
+	}
+	t1, i1 := machineJiffies()
+	if t1 > m.t0 {
+		busy = 1 - (i1-m.i0)/(t1-m.t0)
+	}
+	return cpu, rss, readProc(m.etcd).cpu - m.etcdStart, readProc(os.Getpid()).cpu - m.self0, busy, m.series
+}
+
+// scrape reads the figures of one /metrics page: pods LISTs, watch-lists and 410s from a
+// kube-apiserver, range requests from etcd.
+type scraped struct{ lists, watchLists, gone, ranges int64 }
+
+func (a scraped) minus(b scraped) scraped {
+	return scraped{a.lists - b.lists, a.watchLists - b.watchLists, a.gone - b.gone, a.ranges - b.ranges}
+}
+
+func (a scraped) plus(b scraped) scraped {
+	return scraped{a.lists + b.lists, a.watchLists + b.watchLists, a.gone + b.gone, a.ranges + b.ranges}
+}
+
+func parseMetrics(r io.Reader) scraped {
+	var s scraped
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		name := line[:sp]
+		pods := strings.Contains(name, `resource="pods"`) && strings.Contains(name, `subresource=""`)
+		switch {
+		case strings.HasPrefix(name, "apiserver_request_total{") && pods:
+			if strings.Contains(name, `verb="LIST"`) {
+				s.lists += int64(v)
+			}
+			if strings.Contains(name, `code="410"`) {
+				s.gone += int64(v)
+			}
+		case strings.HasPrefix(name, "apiserver_watch_list_duration_seconds_count{") && strings.Contains(name, `resource="pods"`):
+			s.watchLists += int64(v)
+		case strings.HasPrefix(name, "grpc_server_handled_total{") && strings.Contains(name, `grpc_method="Range"`):
+			s.ranges += int64(v)
+		}
+	}
+	return s
+}
+
+func scrapeServer(c *apiserver.Cluster, s *apiserver.Server) (scraped, error) {
+	req, _ := http.NewRequest(http.MethodGet, "https://"+s.Addr()+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token(apiserver.Admin))
+	hc := c.HTTPClient()
+	defer hc.CloseIdleConnections()
+	hc.Timeout = 10 * time.Second
+	resp, err := hc.Do(req)
+	if err != nil {
+		return scraped{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return scraped{}, fmt.Errorf("%s /metrics: %s", s.Addr(), resp.Status)
+	}
+	return parseMetrics(resp.Body), nil
+}
+
+func scrapeEtcd(c *apiserver.Cluster) scraped {
+	resp, err := http.Get(c.EtcdURL() + "/metrics")
+	if err != nil {
+		return scraped{}
+	}
+	defer resp.Body.Close()
+	return parseMetrics(resp.Body)
+}
+
+// fleetHAUpgrade runs one rolling upgrade under a fleet of n agents.
+func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kubernetes.Interface, ns string,
+	p upgradeProfile, n, run int, withKretry bool, etcdPID int) *fleetHARun {
+	ctx := context.Background()
+	name := "stock"
+	if withKretry {
+		name = "kretry"
+	}
+	r := &fleetHARun{Pace: p.Name, Client: name, Run: run, Agents: n}
+	f := &haFleet{began: time.Now()}
+	agents := make([]*haAgent, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			agents[i] = startAgent(c, lbAddr, ns, i, f, withKretry)
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, a := range agents {
+			a.close()
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	for _, a := range agents {
+		if !cache.WaitForCacheSync(syncCtx.Done(), a.inf.HasSynced) {
+			cancel()
+			t.Errorf("%s run %d %s: the fleet did not sync in 5 minutes", p.Name, run, name)
+			return nil
+		}
+	}
+	cancel()
+	synced := time.Since(f.began)
+
+	// The mark: everything from here on is the upgrade's.
+	type mark struct{ caller, wire, wire200, req, gone, bytes int64 }
+	marks := make([]mark, n)
+	for i, a := range agents {
+		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(), a.bytes.Load()}
+	}
+	var kmarks [5]int64
+	if withKretry {
+		for _, a := range agents {
+			kmarks[0] += a.log.retries.Load()
+			kmarks[1] += a.log.resumes.Load()
+			kmarks[2] += a.log.expired.Load()
+			kmarks[3] += a.log.refusals.Load()
+			kmarks[4] += a.log.giveUps.Load()
+		}
+	}
+	servers := c.Servers()
+	apiAcc := scraped{}
+	apiBase := make([]scraped, len(servers))
+	for i, s := range servers {
+		var err error
+		if apiBase[i], err = scrapeServer(c, s); err != nil {
+			t.Logf("scrape: %v", err)
+		}
+	}
+	etcdBase := scrapeEtcd(c)
+	markSec := f.second()
+	meter := startProcMeter(servers, etcdPID, f)
+	w := startHAWriter(admin, ns, n)
+	time.Sleep(3 * time.Second)
+
+	var restarts []time.Time
+	for round := 1; round <= upgradeRounds; round++ {
+		for i, s := range servers {
+			if m, err := scrapeServer(c, s); err == nil {
+				apiAcc = apiAcc.plus(m.minus(apiBase[i]))
+			} else {
+				t.Logf("scrape before SIGTERM: %v", err)
+			}
+			apiBase[i] = scraped{} // the next process's counters start at zero
+			restarts = append(restarts, time.Now())
+			meter.sample()
+			if _, err := s.Terminate(60 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			meter.sample()
+			time.Sleep(3 * p.Inter)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	w.halt()
+	writes, fails := w.snapshot()
+	r.Writes, r.WritesFailed = len(writes), fails
+
+	// The end state, by a consistent LIST, grouped by node; then wait for the caches.
+	list, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]map[string]string, n)
+	for i := range want {
+		want[i] = map[string]string{}
+	}
+	for _, pod := range list.Items {
+		var node int
+		fmt.Sscanf(pod.Spec.NodeName, "node-%d", &node)
+		if node >= 0 && node < n {
+			want[node][pod.Name] = pod.ResourceVersion
+		}
+	}
+	equal := func(a *haAgent) bool {
+		items := a.inf.GetStore().List()
+		if len(items) != len(want[a.node]) {
+			return false
+		}
+		for _, obj := range items {
+			pod := obj.(*corev1.Pod)
+			if want[a.node][pod.Name] != pod.ResourceVersion {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		r.CachesEqual = 0
+		for _, a := range agents {
+			if equal(a) {
+				r.CachesEqual++
+			}
+		}
+		if r.CachesEqual == n || time.Now().After(deadline) {
+			break
+		}
+	}
+
+	// Control plane figures.
+	for i, s := range servers {
+		if m, err := scrapeServer(c, s); err == nil {
+			apiAcc = apiAcc.plus(m.minus(apiBase[i]))
+		}
+	}
+	r.APIListCalls, r.APIWatchLists, r.APIGone = apiAcc.lists, apiAcc.watchLists, apiAcc.gone
+	r.EtcdRanges = scrapeEtcd(c).minus(etcdBase).ranges
+	var series []haPoint
+	r.CPU, r.PeakRSS, r.EtcdCPU, r.HarnessCPU, r.MachineBusy, series = meter.finish()
+	r.Series = series
+	for _, rs := range restarts {
+		r.Restarts = append(r.Restarts, rs.Sub(f.began).Seconds())
+	}
+	endSec := f.second()
+	var perSec []int64
+	for s := markSec; s < endSec; s++ {
+		perSec = append(perSec, f.requests[s].Load())
+	}
+	sort.Slice(perSec, func(i, j int) bool { return perSec[i] < perSec[j] })
+	if len(perSec) > 0 {
+		r.ReqPeak = perSec[len(perSec)-1]
+		r.ReqP99 = perSec[min(len(perSec)-1, int(math.Ceil(0.99*float64(len(perSec))))-1)]
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	r.Load = strings.Join(strings.Fields(string(load))[:3], " ")
+	for i, a := range agents {
+		r.Relists += a.callerFetches.Load() - marks[i].caller
+		r.WireFetches += a.wireFetches.Load() - marks[i].wire
+		r.WireFetches200 += a.wire200.Load() - marks[i].wire200
+		r.WireRequests += a.wireRequests.Load() - marks[i].req
+		r.WireGone += a.wireGone.Load() - marks[i].gone
+		r.Bytes += a.bytes.Load() - marks[i].bytes
+		if withKretry {
+			r.Retries += a.log.retries.Load()
+			r.Resumes += a.log.resumes.Load()
+			r.Expired += a.log.expired.Load()
+			r.Refusals += a.log.refusals.Load()
+			r.GiveUps += a.log.giveUps.Load()
+		}
+	}
+	r.Retries -= kmarks[0]
+	r.Resumes -= kmarks[1]
+	r.Expired -= kmarks[2]
+	r.Refusals -= kmarks[3]
+	r.GiveUps -= kmarks[4]
+
+	// Freshness: per restart, per agent, the first change to its pods written after the
+	// SIGTERM, and when the agent's cache held it.
+	byNode := make([][]haWrite, n)
+	for _, wr := range writes {
+		byNode[wr.node] = append(byNode[wr.node], wr)
+	}
+	for i := range byNode {
+		sort.Slice(byNode[i], func(a, b int) bool { return byNode[i][a].at.Before(byNode[i][b].at) })
+	}
+	for _, rs := range restarts {
+		var after, lag []float64
+		for node, ws := range byNode {
+			k := sort.Search(len(ws), func(k int) bool { return ws[k].at.After(rs) })
+			if k == len(ws) {
+				continue
+			}
+			at, ok := agents[node].firstSeen(ws[k].pod, ws[k].rv)
+			if !ok {
+				r.Undelivered++
+				continue
+			}
+			after = append(after, at.Sub(rs).Seconds())
+			lag = append(lag, at.Sub(ws[k].at).Seconds())
+		}
+		if len(after) == 0 {
+			continue
+		}
+		sort.Float64s(after)
+		sort.Float64s(lag)
+		r.HalfAfter = math.Max(r.HalfAfter, after[len(after)/2])
+		r.AllAfter = math.Max(r.AllAfter, after[len(after)-1])
+		r.LagHalf = math.Max(r.LagHalf, lag[len(lag)/2])
+		r.LagAll = math.Max(r.LagAll, lag[len(lag)-1])
+	}
+	t.Logf("%s run %d %s: fleet synced in %v", p.Name, run, name, synced.Round(100*time.Millisecond))
+	return r
+}
+
+func fleetHARow(r *fleetHARun) string {
+	cpu, rss := 0.0, 0.0
+	for i := range r.CPU {
+		cpu += r.CPU[i]
+		rss = math.Max(rss, r.PeakRSS[i])
+	}
+	return fmt.Sprintf("%-5s %d %-6s %7d %6d %5d %5d %5d %5d %9.1f %6.1f %6.1f %5.0f %6.1f %6d %6d %6d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %6d %6d %4d %4d %5.1f %5.0f%% %s",
+		r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
+		float64(r.Bytes)/(1<<20), r.CPU[0], r.CPU[1], rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99,
+		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents,
+		r.Retries, r.Resumes, r.Refusals, r.WireGone+r.APIGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
+}
+
+func fleetHATable(runs []*fleetHARun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-5s %s %-6s %7s %6s %5s %5s %5s %5s %9s %6s %6s %5s %6s %6s %6s %6s %11s %11s %4s %11s %6s %6s %4s %4s %5s %6s %s\n",
+		"pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "cpu-0", "cpu-1", "rss", "etcd", "ranges",
+		"rq/s", "p99", "half/all", "lag h/all", "miss", "caches", "retry", "resume", "bdgt", "410", "agts", "busy", "load")
+	for _, r := range runs {
+		b.WriteString(fleetHARow(r) + "\n")
+	}
+	b.WriteString("Over the upgrade (from the writer's start to caches equal at the end): relist: initial-state fetches client-go\n" +
+		"  asked for; fetch/200: LISTs + watch-lists the agents sent / answered 200 (below kretry: what the balancer passed);\n" +
+		"  LIST, WL: pods LISTs and watch-lists by the apiservers' own metrics (apiserver_request_total,\n" +
+		"  apiserver_watch_list_duration_seconds; a dying server's last seconds are not scraped; LIST counts\n" +
+		"  the harness's one consistent LIST at the end); MiB: bytes the agents read;\n" +
+		"  cpu-0, cpu-1: each apiserver's CPU seconds (/proc, all its processes); rss: peak RSS MiB of either; etcd: etcd's CPU\n" +
+		"  seconds; ranges: etcd range requests\n" +
+		"  (grpc_server_handled_total{grpc_method=\"Range\"}); rq/s, p99: requests/s through the balancer,\n" +
+		"  peak and 99th percentile second; half/all: worst restart, seconds from the SIGTERM until half / all caches held the\n" +
+		"  first change to their pods after it; lag: the same from that change's write; miss: such changes never seen;\n" +
+		"  caches: equal to the server at the end; retry, resume, bdgt: kretry's retries, resumes, budget refusals;\n" +
+		"  410: answered 410 (wire + apiserver metrics); agts: the agents' process's CPU seconds; busy: the machine's CPU\n" +
+		"  busy over the run (all cores; near 100%: the machine, not the control plane, is the limit); load: load average.\n")
+	return b.String()
+}
+
+// fleetHATotals sums one pace's runs of one client.
+type fleetHATotals struct {
+	runs                 int
+	relists, wireFetches int64
+	cpu                  float64
+}
+
+func fleetHASum(runs []*fleetHARun, pace, client string) fleetHATotals {
+	var s fleetHATotals
+	for _, r := range runs {
+		if r.Pace != pace || r.Client != client {
+			continue
+		}
+		s.runs++
+		s.relists += r.Relists
+		s.wireFetches += r.WireFetches
+		for _, c := range r.CPU {
+			s.cpu += c
+		}
+	}
+	return s
+}
+
+func machineLine() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%d CPUs, load average at the end %s", numCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+func numCPU() int {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), "processor\t:")
+}

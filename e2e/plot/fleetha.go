@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// HAPoint is one second of a TestFleetHA run.
+type HAPoint struct {
+	At       float64 `json:"at"`
+	Requests float64 `json:"requests"`
+	APICPU   float64 `json:"api_cpu"`
+}
+
+// HARun is one rolling upgrade under one fleet, as TestFleetHA writes it.
+type HARun struct {
+	Pace     string    `json:"pace"`
+	Client   string    `json:"client"`
+	Run      int       `json:"run"`
+	Restarts []float64 `json:"restarts"`
+	Series   []HAPoint `json:"series"`
+}
+
+// HAFile is TestFleetHA's JSON.
+type HAFile struct {
+	Agents  int     `json:"agents"`
+	Machine string  `json:"machine"`
+	Runs    []HARun `json:"runs"`
+}
+
+func runFleetHA(in, out, title string) error {
+	data, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var f HAFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	w, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := drawFleetHA(w, f, title); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+var clientColor = map[string]color.Color{"stock": orange, "kretry": blue}
+
+// drawFleetHA draws, per pace (a column), the requests per second through the balancer and
+// the apiservers' CPU over the first run's upgrade, stock beside kretry, over seconds since
+// the first SIGTERM, with each SIGTERM marked.
+func drawFleetHA(w io.Writer, f HAFile, title string) error {
+	var paces []string
+	first := map[string]map[string]HARun{}
+	for _, r := range f.Runs {
+		if first[r.Pace] == nil {
+			first[r.Pace] = map[string]HARun{}
+			paces = append(paces, r.Pace)
+		}
+		if _, ok := first[r.Pace][r.Client]; !ok && len(r.Series) > 0 && len(r.Restarts) > 0 {
+			first[r.Pace][r.Client] = r
+		}
+	}
+	if len(paces) == 0 {
+		return fmt.Errorf("no runs to draw")
+	}
+	rowsSpec := []struct {
+		ylabel string
+		value  func(HAPoint) float64
+	}{
+		{"requests/s through the balancer", func(p HAPoint) float64 { return p.Requests }},
+		{"apiservers' CPU (cores, both)", func(p HAPoint) float64 { return p.APICPU }},
+	}
+	rows := make([][]*plot.Plot, len(rowsSpec))
+	for ri, rs := range rowsSpec {
+		for _, pace := range paces {
+			p := plot.New()
+			if ri == 0 {
+				p.Title.Text = fmt.Sprintf("%s: %s pace, %d agents", title, pace, f.Agents)
+			}
+			p.X.Label.Text = "seconds since the first SIGTERM (dashed: each SIGTERM of the stock run)"
+			p.Y.Label.Text = rs.ylabel
+			p.Y.Min = 0
+			p.Legend.Top = true
+			for _, client := range []string{"stock", "kretry"} {
+				r, ok := first[pace][client]
+				if !ok {
+					continue
+				}
+				t0 := r.Restarts[0]
+				var xys plotter.XYs
+				for _, s := range r.Series {
+					xys = append(xys, plotter.XY{X: s.At - t0, Y: rs.value(s)})
+				}
+				if len(xys) == 0 {
+					continue
+				}
+				line, err := plotter.NewLine(xys)
+				if err != nil {
+					return err
+				}
+				line.Color = clientColor[client]
+				line.Width = vg.Points(1.2)
+				p.Add(line)
+				p.Legend.Add(client, line)
+				if client == "stock" {
+					for _, at := range r.Restarts {
+						p.Add(restartMark{x: at - t0})
+					}
+				}
+			}
+			rows[ri] = append(rows[ri], p)
+		}
+	}
+	width, height := vg.Length(len(paces))*6*vg.Inch, 6*vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(110))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(rows), Cols: len(paces), PadTop: vg.Points(6), PadBottom: vg.Points(6),
+		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadX: vg.Points(16), PadY: vg.Points(10)}
+	canvases := plot.Align(rows, tiles, dc)
+	for i := range rows {
+		for j := range rows[i] {
+			rows[i][j].Draw(canvases[i][j])
+		}
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// restartMark is a dashed vertical line across the whole panel at x: one SIGTERM.
+type restartMark struct{ x float64 }
+
+// Plot draws the mark.
+func (m restartMark) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x := trX(m.x)
+	c.StrokeLine2(draw.LineStyle{Color: color.Gray{Y: 0x90}, Width: vg.Points(0.8), Dashes: []vg.Length{vg.Points(3), vg.Points(3)}},
+		x, c.Min.Y, x, c.Max.Y)
+}
