@@ -100,9 +100,6 @@ type streamBody struct {
 	// them are the caller's. sum is their running CRC-32.
 	read int64
 	sum  uint32
-	// inRun is set until the first byte an answer delivers (the first
-	// answer's, or a resume's past the prefix) ends the failure run.
-	inRun bool
 	// err ends the body: every Read after it returns it. pending is a
 	// break met with bytes, met again on the next Read.
 	err, pending error
@@ -117,7 +114,7 @@ func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker,
 	return &streamBody{
 		rt: rt, req: req, tracker: tracker, meta: meta, declared: declaredBy(resp), started: started,
 		head: head, whole: head, read: int64(len(head)), sum: crc32.Update(0, runningTable, head),
-		current: resp.Body, inRun: true,
+		current: resp.Body,
 	}
 }
 
@@ -137,13 +134,9 @@ func declaredBy(resp *http.Response) declared {
 	}
 }
 
-// progress ends the failure run at the first byte an answer delivers.
-func (b *streamBody) progress() {
-	if b.inRun {
-		b.inRun = false
-		b.tracker.Progress()
-	}
-}
+// progress ends the failure run: an answer delivered bytes (the tracker's
+// Progress is idempotent between other reports).
+func (b *streamBody) progress() { b.tracker.Progress() }
 
 // giveUp is what the caller gets when a resume of the break err did not
 // succeed: kretry's give-up, which errors.Is and errors.As still see as
@@ -348,7 +341,6 @@ func (b *streamBody) resume(breakErr error) bool {
 		b.mu.Unlock()
 		// The resumed answer lives on under ctx, which Close and the end
 		// of the body cancel.
-		b.inRun = true
 		resumed = true
 		return done(ResumeResumed, skipped)
 	}

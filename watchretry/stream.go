@@ -104,10 +104,6 @@ type stream struct {
 	// the frame's end): the next Read hands it over as soon as it is read.
 	owesSeparator bool
 
-	// progressed is set once the tracker has been told of progress and
-	// the stream has reported nothing else to it since (see progress).
-	progressed bool
-
 	// skipInPlace counts reads of at least minInPlace bytes left to take
 	// the buffered path after a frame did not fit in the caller's slice
 	// (see readInPlace).
@@ -285,7 +281,6 @@ func (s *stream) onFrame(f *frame.Frame) {
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
-			s.unprogressed()
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
 				s.closeBody()
@@ -345,7 +340,6 @@ func (s *stream) broke(err error, reason, cause string) {
 		s.finish(err)
 		return
 	}
-	s.unprogressed()
 	decision := s.tracker.Break()
 	if !decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
@@ -377,7 +371,6 @@ func (s *stream) resume() {
 			return
 		}
 	}
-	s.unprogressed()
 	ctx := s.traced()
 	var searchEnd clock.Timer
 	if s.gone != nil {
@@ -470,7 +463,6 @@ func (s *stream) resume() {
 // event is the 410 as the ERROR frame the caller would get: the first of a
 // search is kept, to be handed over at the search's bound.
 func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
-	s.unprogressed()
 	s.mu.Lock()
 	conn := s.conn
 	s.mu.Unlock()
@@ -598,7 +590,6 @@ func (s *stream) attach(body io.ReadCloser) {
 	case s.rt.cfg.StallTimeout > 0:
 		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
-	s.unprogressed() // the caller then tells the tracker it opened
 	if s.scanner == nil {
 		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
 		return
