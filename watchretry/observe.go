@@ -16,7 +16,7 @@ type failureRun struct {
 // failed notes a failure: the first one since progress starts the run.
 func (s *stream) failed() {
 	if s.run.since.IsZero() {
-		s.run.since = s.rt.cfg.Policy.Clock().Now()
+		s.run.since = s.rt.policy.Clock().Now()
 	}
 }
 
@@ -33,10 +33,10 @@ func (s *stream) progress() {
 // retried tells the hooks about a resume about to wait.
 func (s *stream) retried(reason string, code int, cause string, wait time.Duration) {
 	s.failed()
-	if hook := s.rt.cfg.Hooks.Retry; hook != nil {
+	if hook := s.rt.hooks.Retry; hook != nil {
 		hook(s.ctx, policy.Retry{
 			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: reason, Code: code, Cause: cause, Wait: wait,
-			Resume: true, Attempts: s.run.attempts, Elapsed: s.rt.cfg.Policy.Clock().Since(s.run.since),
+			Resume: true, Attempts: s.run.attempts, Elapsed: s.rt.policy.Clock().Since(s.run.since),
 			ResourceVersion: string(s.point.rv),
 		})
 	}
@@ -46,10 +46,10 @@ func (s *stream) retried(reason string, code int, cause string, wait time.Durati
 // reason (the failure's own, or policy.ReasonDeadline).
 func (s *stream) gaveUp(reason string, budgetRefused bool) {
 	s.failed()
-	if hook := s.rt.cfg.Hooks.GiveUp; hook != nil {
+	if hook := s.rt.hooks.GiveUp; hook != nil {
 		hook(s.orig.Context(), policy.GiveUp{
 			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: reason, BudgetRefused: budgetRefused,
-			Attempts: s.run.attempts, Elapsed: s.rt.cfg.Policy.Clock().Since(s.run.since),
+			Attempts: s.run.attempts, Elapsed: s.rt.policy.Clock().Since(s.run.since),
 			Resume: true, ResourceVersion: string(s.point.rv),
 		})
 	}

@@ -209,7 +209,7 @@ func (s *stream) step() {
 	case streaming, draining:
 		s.readFrame()
 	case waiting:
-		if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), s.wait); err != nil {
+		if err := policy.Sleep(s.ctx, s.rt.policy.Clock(), s.wait); err != nil {
 			s.finish(s.endError(io.EOF))
 			return
 		}
@@ -364,7 +364,7 @@ func (s *stream) waitFor(wait time.Duration, reason string, code int, cause stri
 func (s *stream) resume() {
 	var remaining time.Duration
 	if s.params.timeout > 0 {
-		remaining = s.deadline.Sub(s.rt.cfg.Policy.Clock().Now())
+		remaining = s.deadline.Sub(s.rt.policy.Clock().Now())
 		if remaining < time.Second {
 			s.gaveUp(policy.ReasonDeadline, false)
 			s.finish(io.EOF) // the caller's watch is over
@@ -376,14 +376,14 @@ func (s *stream) resume() {
 	if s.gone != nil {
 		// A search for an apiserver that holds the resume point: it ends at
 		// its bound, the attempt in flight (or its wait) abandoned.
-		left := s.goneUntil.Sub(s.rt.cfg.Policy.Clock().Now())
+		left := s.goneUntil.Sub(s.rt.policy.Clock().Now())
 		if left <= 0 {
 			s.handOverGone()
 			return
 		}
 		var abandon context.CancelFunc
 		ctx, abandon = context.WithCancel(ctx)
-		searchEnd = s.rt.cfg.Policy.Clock().AfterFunc(left, abandon)
+		searchEnd = s.rt.policy.Clock().AfterFunc(left, abandon)
 	}
 	req := resumeRequest(ctx, s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
@@ -500,7 +500,7 @@ func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
 	if decision.Hold == 0 {
 		return true
 	}
-	if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), decision.Hold); err != nil {
+	if err := policy.Sleep(s.ctx, s.rt.policy.Clock(), decision.Hold); err != nil {
 		s.finish(s.endError(io.EOF))
 		return false
 	}
@@ -544,7 +544,7 @@ func (s *stream) traced() context.Context {
 // intendedEnd reports whether a clean end of the server's stream is the end
 // the caller asked for: its timeoutSeconds has elapsed.
 func (s *stream) intendedEnd() bool {
-	return s.params.timeout > 0 && !s.rt.cfg.Policy.Clock().Now().Before(s.deadline)
+	return s.params.timeout > 0 && !s.rt.policy.Clock().Now().Before(s.deadline)
 }
 
 // endError is what Read returns once the stream's context has ended, by
@@ -588,7 +588,7 @@ func (s *stream) attach(body io.ReadCloser) {
 		_ = body.Close()
 		r = http.NoBody
 	case s.rt.cfg.StallTimeout > 0:
-		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
+		r = &stallReader{r: body, clock: s.rt.policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
 	if s.scanner == nil {
 		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
