@@ -234,7 +234,9 @@ func TestHandleRunsBeforeTheDecision(t *testing.T) {
 	}}
 	client, clock := newClient(next, time.Second)
 	var events []string
-	client.Hooks.Attempt = func(_ context.Context, a policy.Attempt) { events = append(events, fmt.Sprintf("attempt %d: %d", a.Number, a.Code)) }
+	client.Hooks.Attempt = func(_ context.Context, a policy.Attempt) {
+		events = append(events, fmt.Sprintf("attempt %d: %d", a.Number, a.Code))
+	}
 	handle := func(resp *http.Response) error {
 		events = append(events, fmt.Sprintf("handle %d", resp.StatusCode))
 		if len(next.reqs) == 2 {
