@@ -29,7 +29,7 @@ func BenchmarkListNearBound(b *testing.B) {
 				name = size.name + "/chunked"
 			}
 			server := memserver.Server{Body: bytes.Repeat([]byte("x"), size.n), Chunked: chunked}
-			rt := listretry.New(server, listretry.Config{BufferSize: bound})
+			rt := listretry.NewForTest(server, listretry.TestConfig{BufferSize: bound})
 			b.Run(name, func(b *testing.B) {
 				req, err := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods?limit=0", nil)
 				if err != nil {

@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
-	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/listretry"
 )
 
@@ -47,10 +45,7 @@ func ExampleNew() {
 	}))
 	defer server.Close()
 
-	lists := listretry.New(&cutOnce{next: http.DefaultTransport}, listretry.Config{
-		// Short waits for the example; the zero Config waits as client-go does.
-		Policy: policy.New(policy.Config{InitialBackoff: time.Millisecond}),
-	})
+	lists := listretry.New(&cutOnce{next: http.DefaultTransport}, listretry.Config{})
 	req, _ := http.NewRequest(http.MethodGet, server.URL+"/api/v1/pods?limit=500&resourceVersion=0", nil)
 	resp, err := lists.RoundTrip(req)
 	if err != nil {

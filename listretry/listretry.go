@@ -2,7 +2,6 @@ package listretry
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -18,10 +17,6 @@ const DefaultBufferSize = 128 << 20
 
 // Config tunes the LIST retries; the zero Config is the recommended one.
 type Config struct {
-	// Policy decides every retry and wait. It is set by package transport
-	// from its Config (the policy is internal: outside this module, leave
-	// it nil for the recommended defaults).
-	Policy *policy.Policy
 	// BufferSize bounds a body that is held whole before the response is
 	// handed over (one that cannot be resumed mid-way: CBOR, a Table, a
 	// custom resource's JSON list, every body when Hold is set); default
@@ -30,41 +25,32 @@ type Config struct {
 	// Hold holds every body whole, as single-object GETs are: none is
 	// streamed and resumed.
 	Hold bool
-	// Hooks are told about every attempt, retry and give-up. Set by
-	// package transport, which adapts them to its Observer and logs.
-	Hooks policy.Hooks
-	// OnResume, if set, is told what every resume of a streamed body came
-	// to. It is called on the caller's goroutine and must not block.
-	OnResume func(context.Context, Resume)
-	// GiveUpError, if set, makes the error a streamed body ends with when
-	// its resume did not succeed: attempts is how many requests the LIST
-	// sent (its first answer's retries and the resume's included), elapsed
-	// the time since it was first sent, last the break. It must keep last
-	// reachable to errors.Is and errors.As. Package transport sets it to
-	// make its *GiveUpError; nil ends the body with an error of this
-	// module's that unwraps to last.
-	GiveUpError func(attempts int, elapsed time.Duration, last error) error
 }
 
 // New returns a RoundTripper that retries every request it is given, which
-// must be an idempotent GET (a LIST, or a single-object GET), through next.
-// Package transport decides which requests get here.
+// must be an idempotent GET (a LIST, or a single-object GET), through next,
+// with the recommended policy (package transport's zero Config). Package
+// transport decides which requests get here. A give-up (the retries of
+// connection failures spent, or a LIST body whose resume did not succeed)
+// is reachable with errors.As as a *transport.GiveUpError.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
-	if cfg.Policy == nil {
-		cfg.Policy = policy.New(policy.Config{})
-	}
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = DefaultBufferSize
 	}
-	return &roundTripper{
-		client:      &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
-		policy:      cfg.Policy,
-		bufferSize:  cfg.BufferSize,
-		hold:        cfg.Hold,
-		hooks:       cfg.Hooks,
-		onResume:    cfg.OnResume,
-		giveUpError: cfg.GiveUpError,
+	rt := &roundTripper{bufferSize: cfg.BufferSize, hold: cfg.Hold}
+	rt.client = &establish.Client{Next: next}
+	rt.Share(establish.Shared{})
+	return rt
+}
+
+// Share sets the policy, hooks and body give-up package transport shares
+// between the RoundTrippers it builds (see establish.Sharer).
+func (rt *roundTripper) Share(shared establish.Shared) {
+	if shared.Policy == nil {
+		shared.Policy = policy.New(policy.Config{})
 	}
+	rt.client.Policy, rt.client.Hooks = shared.Policy, shared.Hooks
+	rt.policy, rt.hooks, rt.giveUpError = shared.Policy, shared.Hooks, shared.GiveUpError
 }
 
 type roundTripper struct {
@@ -73,7 +59,6 @@ type roundTripper struct {
 	bufferSize  int64
 	hold        bool
 	hooks       policy.Hooks
-	onResume    func(context.Context, Resume)
 	giveUpError func(int, time.Duration, error) error
 }
 

@@ -125,10 +125,10 @@ func (s *server) requests() []*http.Request {
 	return append([]*http.Request(nil), s.asked...)
 }
 
-func newList(s *server, cfg listretry.Config) (http.RoundTripper, *fakeclock.Clock) {
+func newList(s *server, cfg listretry.TestConfig) (http.RoundTripper, *fakeclock.Clock) {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }})
-	return listretry.New(s.mock, cfg), clock
+	return listretry.NewForTest(s.mock, cfg), clock
 }
 
 func listRequest(t *testing.T) *http.Request {
@@ -190,7 +190,7 @@ func TestBodyBrokenMidReadIsRetried(t *testing.T) {
 				answer{code: 200, body: body, cut: len(body) / 3, err: tt.err, contentLength: tt.contentLength},
 				answer{code: 200, body: body, cut: len(body) / 2, err: tt.err, contentLength: tt.contentLength},
 				answer{code: 200, body: body, cut: -1, contentLength: tt.contentLength})
-			rt, clock := newList(s, listretry.Config{})
+			rt, clock := newList(s, listretry.TestConfig{})
 			req := listRequest(t)
 			resp, err := rt.RoundTrip(req)
 			if err != nil {
@@ -226,7 +226,7 @@ func (e *resetError) Unwrap() error { return e.errno }
 func TestBodyBrokenUntilWindowEnds(t *testing.T) {
 	body := items(50)
 	s := newServer(t, answer{code: 200, body: body, cut: 10, err: io.ErrUnexpectedEOF})
-	rt, _ := newList(s, listretry.Config{})
+	rt, _ := newList(s, listretry.TestConfig{})
 	resp, err := rt.RoundTrip(listRequest(t))
 	var giveUp *establish.GiveUpError
 	if resp != nil || !errors.As(err, &giveUp) || giveUp.Last != io.ErrUnexpectedEOF || giveUp.Attempts != 7 { //nolint:errorlint
@@ -250,7 +250,7 @@ func TestBodyPastBufferStreamsUnprotected(t *testing.T) {
 	t.Run("break past the bound reaches the caller", func(t *testing.T) {
 		s := newServer(t, answer{code: 200, body: body, cut: 2 * bufferSize, err: io.ErrUnexpectedEOF},
 			answer{code: 200, body: body, cut: -1})
-		rt, _ := newList(s, listretry.Config{BufferSize: bufferSize})
+		rt, _ := newList(s, listretry.TestConfig{BufferSize: bufferSize})
 		resp, err := rt.RoundTrip(listRequest(t))
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +272,7 @@ func TestBodyPastBufferStreamsUnprotected(t *testing.T) {
 	})
 	t.Run("whole body past the bound", func(t *testing.T) {
 		s := newServer(t, answer{code: 200, body: body, cut: -1, contentLength: true})
-		rt, _ := newList(s, listretry.Config{BufferSize: bufferSize})
+		rt, _ := newList(s, listretry.TestConfig{BufferSize: bufferSize})
 		resp, err := rt.RoundTrip(listRequest(t))
 		if err != nil {
 			t.Fatal(err)
@@ -287,7 +287,7 @@ func TestBodyPastBufferStreamsUnprotected(t *testing.T) {
 		exact := body[:bufferSize]
 		s := newServer(t, answer{code: 200, body: exact, cut: bufferSize / 2, err: io.ErrUnexpectedEOF},
 			answer{code: 200, body: exact, cut: -1})
-		rt, _ := newList(s, listretry.Config{BufferSize: bufferSize})
+		rt, _ := newList(s, listretry.TestConfig{BufferSize: bufferSize})
 		resp, err := rt.RoundTrip(listRequest(t))
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +303,7 @@ func TestBodyPastBufferStreamsUnprotected(t *testing.T) {
 func TestExpiredContinueDeliveredAtOnce(t *testing.T) {
 	expired := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.","reason":"Expired","code":410}`
 	s := newServer(t, answer{code: http.StatusGone, body: expired, cut: -1, contentLength: true})
-	rt, clock := newList(s, listretry.Config{})
+	rt, clock := newList(s, listretry.TestConfig{})
 	resp, err := rt.RoundTrip(listRequest(t))
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestContextEndsMidBody(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newServer(t, answer{code: 200, body: body, cut: 100, err: context.Canceled, onBreak: cancel})
-	rt, clock := newList(s, listretry.Config{})
+	rt, clock := newList(s, listretry.TestConfig{})
 	resp, err := rt.RoundTrip(listRequest(t).WithContext(ctx))
 	if resp != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("RoundTrip = %v, %v; want context.Canceled", resp, err)
@@ -342,7 +342,7 @@ func TestBufferedBodyAfterClose(t *testing.T) {
 	first, second := items(10), items(20)
 	s := newServer(t, answer{code: 200, body: first, cut: -1, contentLength: true},
 		answer{code: 200, body: second, cut: -1, contentLength: true})
-	rt, _ := newList(s, listretry.Config{})
+	rt, _ := newList(s, listretry.TestConfig{})
 
 	resp1, err := rt.RoundTrip(listRequest(t))
 	if err != nil {
@@ -375,7 +375,7 @@ func TestBufferedBodyAfterClose(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	s := newServer(t, answer{code: 200, body: items(1), cut: -1})
-	resp, err := listretry.New(s.mock, listretry.Config{}).RoundTrip(listRequest(t))
+	resp, err := listretry.NewForTest(s.mock, listretry.TestConfig{}).RoundTrip(listRequest(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestBufferBound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			want := body[:tt.size]
 			s := newServer(t, answer{code: 200, body: want, cut: -1, contentLength: tt.contentLength})
-			rt, _ := newList(s, listretry.Config{BufferSize: bound})
+			rt, _ := newList(s, listretry.TestConfig{BufferSize: bound})
 			resp, err := rt.RoundTrip(listRequest(t))
 			if err != nil {
 				t.Fatal(err)
@@ -447,7 +447,7 @@ func TestAnyBodyReadErrorIsABreak(t *testing.T) {
 		t.Run(readErr.Error(), func(t *testing.T) {
 			body := customItems(50)
 			s := newServer(t, answer{code: 200, body: body, cut: 10, err: readErr}, answer{code: 200, body: body, cut: -1})
-			rt, _ := newList(s, listretry.Config{})
+			rt, _ := newList(s, listretry.TestConfig{})
 			resp, err := rt.RoundTrip(listRequest(t))
 			if err != nil {
 				t.Fatal(err)

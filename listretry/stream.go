@@ -29,46 +29,6 @@ var skipPool = sync.Pool{New: func() any {
 	return &buf
 }}
 
-// ResumeOutcome is what a resume of a LIST body came to: a closed, small
-// set, fit for a metrics label.
-type ResumeOutcome string
-
-// The outcomes of a LIST body resume.
-const (
-	// ResumeResumed: the list asked for again at its resourceVersion began
-	// with the very bytes delivered, and the body streams on.
-	ResumeResumed ResumeOutcome = "resumed"
-	// ResumeMismatch: it began otherwise (or ended sooner, or came in
-	// another length, content type or encoding): the caller gets
-	// the give-up, which unwraps to the break.
-	ResumeMismatch ResumeOutcome = "mismatch"
-	// ResumeGone: 410, the resourceVersion is compacted: the caller gets
-	// the give-up.
-	ResumeGone ResumeOutcome = "gone"
-	// ResumeGaveUp: the window or the caller's deadline ended the resume,
-	// or the re-request got another answer: the caller gets the give-up.
-	ResumeGaveUp ResumeOutcome = "gave-up"
-)
-
-// Resume is one LIST body resumed at its resourceVersion, or a resume that
-// failed, as reported to Config.OnResume. It carries no query, header or
-// body.
-type Resume struct {
-	// Path and Host are the request's URL path and host.
-	Path, Host string
-	// ResourceVersion is the list's.
-	ResourceVersion string
-	// Outcome is what the resume came to.
-	Outcome ResumeOutcome
-	// Skipped is how many bytes of the new answer were read and checked
-	// against the delivered prefix: the whole prefix when it matched.
-	Skipped int64
-	// Requests is how many requests the resume sent.
-	Requests int
-	// Elapsed is the time from the break to the outcome.
-	Elapsed time.Duration
-}
-
 // streamBody is a LIST body handed to the caller as it arrives: first the
 // head read to learn the list's resourceVersion, then the connection's
 // bytes. A break mid-read asks for the list again at that exact
@@ -100,9 +60,6 @@ type streamBody struct {
 	// them are the caller's. sum is their running CRC-32.
 	read int64
 	sum  uint32
-	// inRun is set until the first byte an answer delivers (the first
-	// answer's, or a resume's past the prefix) ends the failure run.
-	inRun bool
 	// err ends the body: every Read after it returns it. pending is a
 	// break met with bytes, met again on the next Read.
 	err, pending error
@@ -117,7 +74,7 @@ func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker,
 	return &streamBody{
 		rt: rt, req: req, tracker: tracker, meta: meta, declared: declaredBy(resp), started: started,
 		head: head, whole: head, read: int64(len(head)), sum: crc32.Update(0, runningTable, head),
-		current: resp.Body, inRun: true,
+		current: resp.Body,
 	}
 }
 
@@ -137,13 +94,9 @@ func declaredBy(resp *http.Response) declared {
 	}
 }
 
-// progress ends the failure run at the first byte an answer delivers.
-func (b *streamBody) progress() {
-	if b.inRun {
-		b.inRun = false
-		b.tracker.Progress()
-	}
-}
+// progress ends the failure run: an answer delivered bytes (the tracker's
+// Progress is idempotent between other reports).
+func (b *streamBody) progress() { b.tracker.Progress() }
 
 // giveUp is what the caller gets when a resume of the break err did not
 // succeed: kretry's give-up, which errors.Is and errors.As still see as
@@ -267,13 +220,13 @@ func (b *streamBody) resume(breakErr error) bool {
 	if previous != nil {
 		previous() // the broken answer's
 	}
-	report := Resume{Path: b.req.URL.Path, Host: b.req.URL.Host, ResourceVersion: b.meta.resourceVersion}
-	done := func(outcome ResumeOutcome, skipped int64) bool {
+	report := policy.ListResume{Path: b.req.URL.Path, Host: b.req.URL.Host, ResourceVersion: b.meta.resourceVersion}
+	done := func(outcome policy.ListResumeOutcome, skipped int64) bool {
 		report.Outcome, report.Skipped, report.Elapsed = outcome, skipped, clock.Since(start)
-		if hook := b.rt.onResume; hook != nil {
+		if hook := b.rt.hooks.ListResume; hook != nil {
 			hook(b.req.Context(), report)
 		}
-		return outcome == ResumeResumed
+		return outcome == policy.ListResumed
 	}
 	run := establish.Run{ResourceVersion: b.meta.resourceVersion, Since: start}
 	for {
@@ -286,7 +239,7 @@ func (b *streamBody) resume(breakErr error) bool {
 					Attempts: run.Attempts, Elapsed: clock.Since(start), Resume: true, ResourceVersion: run.ResourceVersion,
 				})
 			}
-			return done(ResumeGaveUp, 0)
+			return done(policy.ListResumeGaveUp, 0)
 		}
 		if hooks.Retry != nil {
 			hooks.Retry(ctx, policy.Retry{
@@ -295,7 +248,7 @@ func (b *streamBody) resume(breakErr error) bool {
 			})
 		}
 		if err := policy.Sleep(ctx, clock, decision.Wait); err != nil {
-			return done(ResumeGaveUp, 0)
+			return done(policy.ListResumeGaveUp, 0)
 		}
 		// A LIST has no watch deadline to carry: its resume is bounded by the caller's
 		// context, the window and, as a watch reopen is, the wait for an answer.
@@ -307,20 +260,20 @@ func (b *streamBody) resume(breakErr error) bool {
 		report.Requests = run.Attempts
 		if err != nil {
 			cancelAttempt()
-			return done(ResumeGaveUp, 0)
+			return done(policy.ListResumeGaveUp, 0)
 		}
 		switch {
 		case resp.StatusCode == http.StatusGone:
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
-			return done(ResumeGone, 0)
+			return done(policy.ListResumeGone, 0)
 		case resp.StatusCode != http.StatusOK || declaredBy(resp) != b.declared:
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
 			if resp.StatusCode == http.StatusOK {
-				return done(ResumeMismatch, 0)
+				return done(policy.ListResumeMismatch, 0)
 			}
-			return done(ResumeGaveUp, 0)
+			return done(policy.ListResumeGaveUp, 0)
 		}
 		skipped, matched, err := b.skip(resp.Body, cancelAttempt)
 		if err != nil {
@@ -328,29 +281,28 @@ func (b *streamBody) resume(breakErr error) bool {
 			_ = resp.Body.Close()
 			cancelAttempt()
 			if ctx.Err() != nil {
-				return done(ResumeGaveUp, skipped)
+				return done(policy.ListResumeGaveUp, skipped)
 			}
 			continue
 		}
 		if !matched {
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
-			return done(ResumeMismatch, skipped)
+			return done(policy.ListResumeMismatch, skipped)
 		}
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			_ = resp.Body.Close()
 			cancelAttempt()
-			return done(ResumeGaveUp, skipped)
+			return done(policy.ListResumeGaveUp, skipped)
 		}
 		b.current = resp.Body
 		b.mu.Unlock()
 		// The resumed answer lives on under ctx, which Close and the end
 		// of the body cancel.
-		b.inRun = true
 		resumed = true
-		return done(ResumeResumed, skipped)
+		return done(policy.ListResumed, skipped)
 	}
 }
 

@@ -81,7 +81,7 @@ func TestStreamResumedAtExactResourceVersion(t *testing.T) {
 						answer{code: 200, body: body, cut: cut, err: io.ErrUnexpectedEOF, contentType: contentType},
 						answer{code: 200, body: body, cut: -1, contentType: contentType})
 					var resumes []listretry.Resume
-					rt, clock := newList(s, listretry.Config{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
+					rt, clock := newList(s, listretry.TestConfig{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
 					req, _ := http.NewRequest(http.MethodGet, rc.url, nil)
 					req.Header.Set("Authorization", "Bearer token")
 					resp, err := rt.RoundTrip(req)
@@ -121,7 +121,7 @@ func TestStreamResumedAtExactResourceVersion(t *testing.T) {
 func TestStreamHandsBytesOverAsTheyArrive(t *testing.T) {
 	body := configMaps(2000, "", "application/json")
 	s := newServer(t, answer{code: 200, body: body, cut: -1})
-	rt, _ := newList(s, listretry.Config{BufferSize: 1 << 10})
+	rt, _ := newList(s, listretry.TestConfig{BufferSize: 1 << 10})
 	resp, err := rt.RoundTrip(listRequest(t))
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestStreamResumeFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t, answer{code: 200, body: body, cut: cut, err: breakErr}, tt.resume)
 			var resumes []listretry.Resume
-			rt, _ := newList(s, listretry.Config{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
+			rt, _ := newList(s, listretry.TestConfig{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
 			resp, err := rt.RoundTrip(listRequest(t))
 			if err != nil {
 				t.Fatal(err)
@@ -226,7 +226,7 @@ func TestStreamResumeBrokenAgain(t *testing.T) {
 		answer{code: 200, body: body, cut: 2500, err: io.ErrUnexpectedEOF, contentType: mediaProtobuf},
 		answer{code: 200, body: body, cut: -1, contentType: mediaProtobuf})
 	var resumes []listretry.Resume
-	rt, clock := newList(s, listretry.Config{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
+	rt, clock := newList(s, listretry.TestConfig{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
 	resp, err := rt.RoundTrip(listRequest(t))
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestStreamHeld(t *testing.T) {
 			s := newServer(t,
 				answer{code: 200, body: tt.body, cut: cut, err: io.ErrUnexpectedEOF, contentType: tt.contentType, encoding: tt.encoding},
 				answer{code: 200, body: tt.body, cut: -1, contentType: tt.contentType, encoding: tt.encoding})
-			rt, _ := newList(s, listretry.Config{Hold: tt.hold})
+			rt, _ := newList(s, listretry.TestConfig{Hold: tt.hold})
 			req, _ := http.NewRequest(http.MethodGet, plainListURL, nil)
 			req.Header.Set("Accept", tt.accept)
 			resp, err := rt.RoundTrip(req)
@@ -306,7 +306,7 @@ func TestStreamCallerContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newServer(t, answer{code: 200, body: body, cut: 1200, err: context.Canceled, onBreak: cancel})
-	rt, clock := newList(s, listretry.Config{})
+	rt, clock := newList(s, listretry.TestConfig{})
 	resp, err := rt.RoundTrip(listRequest(t).WithContext(ctx))
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +336,7 @@ func TestStreamCloseCancelsResume(t *testing.T) {
 		<-req.Context().Done()
 		return nil, req.Context().Err()
 	}))
-	rt := listretry.New(hanging, listretry.Config{Policy: policy.New(policy.Config{Rand: func() float64 { return 0 }})})
+	rt := listretry.NewForTest(hanging, listretry.TestConfig{Policy: policy.New(policy.Config{Rand: func() float64 { return 0 }})})
 	resp, err := rt.RoundTrip(plainListRequest(t))
 	if err != nil {
 		t.Fatal(err)

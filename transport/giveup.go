@@ -58,6 +58,18 @@ func bodyGiveUp(attempts int, elapsed time.Duration, last error) error {
 	return &GiveUpError{Attempts: attempts, Elapsed: elapsed, Last: last, body: true}
 }
 
+func init() { establish.Public = asPublic }
+
+// asPublic is establish.Public: errors.As reaches the give-up of
+// watchretry's and listretry's own RoundTrippers as a *GiveUpError.
+func asPublic(e *establish.GiveUpError, target any) bool {
+	public, ok := target.(**GiveUpError)
+	if ok {
+		*public = &GiveUpError{Attempts: e.Attempts, Elapsed: e.Elapsed, Last: e.Last, body: e.Body}
+	}
+	return ok
+}
+
 // publicError turns the retry loops' give-up into a GiveUpError; any other
 // error is returned as it is.
 func publicError(err error) error {

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/kretry/kretry/listretry"
+	"github.com/kretry/kretry/internal/policy"
 )
 
 // ListResumeObserver is an Observer that also hears what every resume of a
@@ -51,11 +51,19 @@ type ListResumeEvent struct {
 	Elapsed time.Duration
 }
 
+// listHooks are the hooks of LIST requests (see hooks), with their body
+// resumes reported as a V(2) log line and the Observer's ListResumeEvent.
+func (c Config) listHooks() policy.Hooks {
+	hooks := c.hooks(VerbList)
+	hooks.ListResume = c.onListResume()
+	return hooks
+}
+
 // onListResume adapts listretry's resume reports into a V(2) log line and
 // the Observer's ListResumeEvent.
-func (c Config) onListResume() func(context.Context, listretry.Resume) {
+func (c Config) onListResume() func(context.Context, policy.ListResume) {
 	observer, _ := c.Observer.(ListResumeObserver)
-	return func(ctx context.Context, r listretry.Resume) {
+	return func(ctx context.Context, r policy.ListResume) {
 		if logger := klog.FromContext(ctx).V(logGiveUps); logger.Enabled() {
 			logger.Info("kretry: list resume", "verb", VerbList, "path", r.Path, "outcome", r.Outcome,
 				"skippedBytes", r.Skipped, "requests", r.Requests, "elapsed", r.Elapsed.Round(time.Millisecond),

@@ -3,6 +3,7 @@ package transport
 import (
 	"net/http"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/listretry"
 	"github.com/kretry/kretry/watchretry"
 )
@@ -17,27 +18,32 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 	}
 	p := cfg.policy()
 	initial, _ := cfg.Observer.(InitialStateObserver)
+	list := listretry.New(next, listretry.Config{BufferSize: cfg.ListBufferSize})
+	share(list, establish.Shared{Policy: p, Hooks: cfg.listHooks(), GiveUpError: bodyGiveUp})
+	// The same LIST retries, reported as gets, and every body held whole: a
+	// single object has no list resourceVersion to resume at.
+	get := listretry.New(next, listretry.Config{BufferSize: cfg.ListBufferSize, Hold: true})
+	share(get, establish.Shared{Policy: p, Hooks: cfg.hooks(VerbGet)})
+	watch := watchretry.New(next, watchretry.Config{
+		MaxFrameSize:     cfg.MaxFrameSize,
+		StallTimeout:     cfg.stallTimeout(),
+		MaxInvalidFrames: cfg.MaxInvalidFrames,
+	})
+	share(watch, establish.Shared{Policy: p, Hooks: cfg.hooks(VerbWatch)})
 	return &roundTripper{
 		next:      next,
 		initial:   initial,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
-		list: listretry.New(next, listretry.Config{
-			Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbList), OnResume: cfg.onListResume(),
-			GiveUpError: bodyGiveUp,
-		}),
-		// The same LIST retries, reported as gets, and every body held
-		// whole: a single object has no list resourceVersion to resume at.
-		get: listretry.New(next, listretry.Config{Policy: p, BufferSize: cfg.ListBufferSize, Hooks: cfg.hooks(VerbGet), Hold: true}),
-		watch: watchretry.New(next, watchretry.Config{
-			Policy:           p,
-			MaxFrameSize:     cfg.MaxFrameSize,
-			StallTimeout:     cfg.stallTimeout(),
-			MaxInvalidFrames: cfg.MaxInvalidFrames,
-			Hooks:            cfg.hooks(VerbWatch),
-		}),
+		list:      list,
+		get:       get,
+		watch:     watch,
 	}
 }
+
+// share gives a RoundTripper of watchretry or listretry the transport's
+// policy and hooks.
+func share(rt http.RoundTripper, shared establish.Shared) { rt.(establish.Sharer).Share(shared) }
 
 // Wrapper returns New as a transport wrapper, for rest.Config.Wrap (or
 // WrapTransport):

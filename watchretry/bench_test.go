@@ -91,7 +91,7 @@ func resumingBody(b *testing.B, contentType string, stream []byte) io.ReadCloser
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {contentType}}, Body: io.NopCloser(bytes.NewReader(stream))}, nil
 	})
 	clock := fakeclock.New(epoch)
-	rt := watchretry.New(mock, watchretry.Config{Policy: policy.New(policy.Config{Clock: clock})})
+	rt := watchretry.NewForTest(mock, watchretry.TestConfig{Policy: policy.New(policy.Config{Clock: clock})})
 	req, _ := http.NewRequest(http.MethodGet, "http://kretry.test/api/v1/configmaps?watch=true&resourceVersion=999&timeoutSeconds=1", nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {

@@ -29,12 +29,6 @@ func responseStatus(resp *http.Response) *metav1.Status {
 	return &st
 }
 
-// responseError is a non-200 answer to a resume as an error that keeps the
-// server's Status reachable with apierrors helpers.
-func responseError(resp *http.Response) error {
-	return &apierrors.StatusError{ErrStatus: *responseStatus(resp)}
-}
-
 // errorEventStatus decodes the Status of a whole ERROR frame raw in the
 // stream encoding enc (JSON, protobuf or CBOR). ERROR events are rare: this
 // is the slow, general decoding, not the scanner's.

@@ -41,7 +41,7 @@ func TestGoneOnAQuietStreamIsNotHeld(t *testing.T) {
 				reply{connErr: refused},
 				// Up, quiet for 2 s, then the 410.
 				reply{body: gone, onStart: func() { h.clock.Advance(2 * time.Second) }})
-			h = newHarness(t, srv, func(c *watchretry.Config) {
+			h = newHarness(t, srv, func(c *watchretry.TestConfig) {
 				c.Policy = policy.New(policy.Config{Clock: c.Policy.Clock(), Rand: func() float64 { return 0.5 }, InternalErrorWindow: time.Second})
 			})
 			got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)

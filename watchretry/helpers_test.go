@@ -286,12 +286,12 @@ type harness struct {
 	mu      sync.Mutex
 }
 
-func newHarness(t testing.TB, srv *server, tune func(*watchretry.Config)) *harness {
+func newHarness(t testing.TB, srv *server, tune func(*watchretry.TestConfig)) *harness {
 	t.Helper()
 	mock := httpmock.NewMockTransport()
 	mock.RegisterRegexpResponder(http.MethodGet, regexp.MustCompile(`/configmaps`), srv.respond)
 	h := &harness{server: srv, clock: fakeclock.New(epoch)}
-	cfg := watchretry.Config{
+	cfg := watchretry.TestConfig{
 		Policy: policy.New(policy.Config{Clock: h.clock, Rand: func() float64 { return 0.5 }}),
 		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
 			h.mu.Lock()
@@ -305,7 +305,7 @@ func newHarness(t testing.TB, srv *server, tune func(*watchretry.Config)) *harne
 	restConfig := &rest.Config{
 		Host:          "http://kretry.test",
 		Transport:     mock,
-		WrapTransport: func(next http.RoundTripper) http.RoundTripper { return watchretry.New(next, cfg) },
+		WrapTransport: func(next http.RoundTripper) http.RoundTripper { return watchretry.NewForTest(next, cfg) },
 	}
 	if srv.contentType == protoStream {
 		restConfig.ContentType = "application/vnd.kubernetes.protobuf"

@@ -126,7 +126,7 @@ func readResumed(t *testing.T, ct string, events [][]byte, rvs []int, rng *rand.
 			Body: io.NopCloser(&chunkedBody{data: body, end: end, rng: rand.New(rand.NewPCG(rng.Uint64(), 2))})}, nil
 	})
 	clock := fakeclock.New(epoch)
-	rt := watchretry.New(mock, watchretry.Config{Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})})
+	rt := watchretry.NewForTest(mock, watchretry.TestConfig{Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})})
 	req, err := http.NewRequest(http.MethodGet, "http://kretry.test/api/v1/namespaces/demo/configmaps?watch=true&resourceVersion=100", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestBreakInPlaceIsOneBreak(t *testing.T) {
 				reply{body: events[0]}, // clean EOF long before timeoutSeconds
 				reply{status: http.StatusForbidden, contentType: "application/json", body: []byte(`{}`)})
 			var retries []policy.Retry
-			resp, _ := rawWatch(t, srv, "resourceVersion=100&timeoutSeconds=60", func(cfg *watchretry.Config) {
+			resp, _ := rawWatch(t, srv, "resourceVersion=100&timeoutSeconds=60", func(cfg *watchretry.TestConfig) {
 				cfg.Hooks.Retry = func(_ context.Context, r policy.Retry) { retries = append(retries, r) }
 			})
 			got, err := io.ReadAll(readsOf(resp.Body, 8<<10))

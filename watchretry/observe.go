@@ -15,40 +15,28 @@ type failureRun struct {
 
 // failed notes a failure: the first one since progress starts the run.
 func (s *stream) failed() {
-	s.progressed = false
 	if s.run.since.IsZero() {
-		s.run.since = s.rt.cfg.Policy.Clock().Now()
+		s.run.since = s.rt.policy.Clock().Now()
 	}
 }
 
-// progress records a whole event delivered: the run of failures ends. It
-// tells the tracker once per run of events, not once per event: until the
-// stream next reports anything else to the tracker (see unprogressed), a
-// second Progress would find nothing to end.
+// progress records a whole event delivered: the run of failures ends (the
+// tracker's Progress is idempotent between other reports).
 func (s *stream) progress() {
 	// An event delivered ends a search for an apiserver that holds the
 	// resume point: its 410 is no longer the caller's.
 	s.gone = nil
-	if s.progressed {
-		return
-	}
 	s.tracker.Progress()
 	s.run = failureRun{}
-	s.progressed = true
 }
-
-// unprogressed notes that the stream is about to report something other
-// than progress to the tracker (a failure, an ERROR event, a 410, a new
-// response): the next event delivered records progress again.
-func (s *stream) unprogressed() { s.progressed = false }
 
 // retried tells the hooks about a resume about to wait.
 func (s *stream) retried(reason string, code int, cause string, wait time.Duration) {
 	s.failed()
-	if hook := s.rt.cfg.Hooks.Retry; hook != nil {
+	if hook := s.rt.hooks.Retry; hook != nil {
 		hook(s.ctx, policy.Retry{
 			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: reason, Code: code, Cause: cause, Wait: wait,
-			Resume: true, Attempts: s.run.attempts, Elapsed: s.rt.cfg.Policy.Clock().Since(s.run.since),
+			Resume: true, Attempts: s.run.attempts, Elapsed: s.rt.policy.Clock().Since(s.run.since),
 			ResourceVersion: string(s.point.rv),
 		})
 	}
@@ -58,10 +46,10 @@ func (s *stream) retried(reason string, code int, cause string, wait time.Durati
 // reason (the failure's own, or policy.ReasonDeadline).
 func (s *stream) gaveUp(reason string, budgetRefused bool) {
 	s.failed()
-	if hook := s.rt.cfg.Hooks.GiveUp; hook != nil {
+	if hook := s.rt.hooks.GiveUp; hook != nil {
 		hook(s.orig.Context(), policy.GiveUp{
 			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: reason, BudgetRefused: budgetRefused,
-			Attempts: s.run.attempts, Elapsed: s.rt.cfg.Policy.Clock().Since(s.run.since),
+			Attempts: s.run.attempts, Elapsed: s.rt.policy.Clock().Since(s.run.since),
 			Resume: true, ResourceVersion: string(s.point.rv),
 		})
 	}

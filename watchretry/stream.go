@@ -104,10 +104,6 @@ type stream struct {
 	// the frame's end): the next Read hands it over as soon as it is read.
 	owesSeparator bool
 
-	// progressed is set once the tracker has been told of progress and
-	// the stream has reported nothing else to it since (see progress).
-	progressed bool
-
 	// skipInPlace counts reads of at least minInPlace bytes left to take
 	// the buffered path after a frame did not fit in the caller's slice
 	// (see readInPlace).
@@ -213,7 +209,7 @@ func (s *stream) step() {
 	case streaming, draining:
 		s.readFrame()
 	case waiting:
-		if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), s.wait); err != nil {
+		if err := policy.Sleep(s.ctx, s.rt.policy.Clock(), s.wait); err != nil {
 			s.finish(s.endError(io.EOF))
 			return
 		}
@@ -285,7 +281,6 @@ func (s *stream) onFrame(f *frame.Frame) {
 			if class == policy.TooManyRequests {
 				reason = policy.ReasonTooManyRequests
 			}
-			s.unprogressed()
 			decision := s.tracker.Decide(outcome)
 			if decision.Retry {
 				s.closeBody()
@@ -345,7 +340,6 @@ func (s *stream) broke(err error, reason, cause string) {
 		s.finish(err)
 		return
 	}
-	s.unprogressed()
 	decision := s.tracker.Break()
 	if !decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
@@ -370,27 +364,26 @@ func (s *stream) waitFor(wait time.Duration, reason string, code int, cause stri
 func (s *stream) resume() {
 	var remaining time.Duration
 	if s.params.timeout > 0 {
-		remaining = s.deadline.Sub(s.rt.cfg.Policy.Clock().Now())
+		remaining = s.deadline.Sub(s.rt.policy.Clock().Now())
 		if remaining < time.Second {
 			s.gaveUp(policy.ReasonDeadline, false)
 			s.finish(io.EOF) // the caller's watch is over
 			return
 		}
 	}
-	s.unprogressed()
 	ctx := s.traced()
 	var searchEnd clock.Timer
 	if s.gone != nil {
 		// A search for an apiserver that holds the resume point: it ends at
 		// its bound, the attempt in flight (or its wait) abandoned.
-		left := s.goneUntil.Sub(s.rt.cfg.Policy.Clock().Now())
+		left := s.goneUntil.Sub(s.rt.policy.Clock().Now())
 		if left <= 0 {
 			s.handOverGone()
 			return
 		}
 		var abandon context.CancelFunc
 		ctx, abandon = context.WithCancel(ctx)
-		searchEnd = s.rt.cfg.Policy.Clock().AfterFunc(left, abandon)
+		searchEnd = s.rt.policy.Clock().AfterFunc(left, abandon)
 	}
 	req := resumeRequest(ctx, s.orig, string(s.point.rv), remaining)
 	// A 410 came from the apiserver this connection reaches: ask for
@@ -470,7 +463,6 @@ func (s *stream) resume() {
 // event is the 410 as the ERROR frame the caller would get: the first of a
 // search is kept, to be handed over at the search's bound.
 func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
-	s.unprogressed()
 	s.mu.Lock()
 	conn := s.conn
 	s.mu.Unlock()
@@ -508,7 +500,7 @@ func (s *stream) onGone(expiry policy.Expiry, cause string, event []byte) bool {
 	if decision.Hold == 0 {
 		return true
 	}
-	if err := policy.Sleep(s.ctx, s.rt.cfg.Policy.Clock(), decision.Hold); err != nil {
+	if err := policy.Sleep(s.ctx, s.rt.policy.Clock(), decision.Hold); err != nil {
 		s.finish(s.endError(io.EOF))
 		return false
 	}
@@ -552,7 +544,7 @@ func (s *stream) traced() context.Context {
 // intendedEnd reports whether a clean end of the server's stream is the end
 // the caller asked for: its timeoutSeconds has elapsed.
 func (s *stream) intendedEnd() bool {
-	return s.params.timeout > 0 && !s.rt.cfg.Policy.Clock().Now().Before(s.deadline)
+	return s.params.timeout > 0 && !s.rt.policy.Clock().Now().Before(s.deadline)
 }
 
 // endError is what Read returns once the stream's context has ended, by
@@ -596,9 +588,8 @@ func (s *stream) attach(body io.ReadCloser) {
 		_ = body.Close()
 		r = http.NoBody
 	case s.rt.cfg.StallTimeout > 0:
-		r = &stallReader{r: body, clock: s.rt.cfg.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
+		r = &stallReader{r: body, clock: s.rt.policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
-	s.unprogressed() // the caller then tells the tracker it opened
 	if s.scanner == nil {
 		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
 		return

@@ -360,7 +360,7 @@ func TestOversizeFrameEndsStream(t *testing.T) {
 			big.Data["blob"] = string(bytes.Repeat([]byte("x"), 4096))
 			body := append(event(t, ct, watch.Added, configMap("a", "101")), event(t, ct, watch.Added, big)...)
 			srv := newServer(t, ct, reply{body: body, hold: true})
-			h := newHarness(t, srv, func(c *watchretry.Config) { c.MaxFrameSize = 1024 })
+			h := newHarness(t, srv, func(c *watchretry.TestConfig) { c.MaxFrameSize = 1024 })
 			got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
 			if len(got) != 2 || got[0].RV != "101" || got[1].Type != watch.Error || srv.requestCount() != 1 {
 				t.Fatalf("got %v after %d requests", got, srv.requestCount())
@@ -397,7 +397,7 @@ func TestResumeGiveUpsEndCleanly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)})
 			srv.next = func(url.Values) reply { return tt.answer }
-			resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
+			resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.TestConfig) {
 				c.Policy = policy.New(policy.Config{Clock: fakeclock.New(epoch), InternalErrorWindow: 5 * time.Second})
 			})
 			data, err := io.ReadAll(resp.Body)
@@ -460,7 +460,7 @@ func TestCloseDuringWait(t *testing.T) {
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
 		reply{body: nil, cut: true, cutAt: 0, onEnd: func() { close(broke) }}) // breaks again at once: the next wait is a backoff
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
-	h := newHarness(t, srv, func(c *watchretry.Config) {
+	h := newHarness(t, srv, func(c *watchretry.TestConfig) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
 	})
 	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
@@ -483,12 +483,12 @@ func waitingOn(t testing.TB, clock *clocktesting.FakeClock, after <-chan struct{
 }
 
 // rawWatch sends one watch request straight through watchretry.
-func rawWatch(t testing.TB, srv *server, query string, tune func(*watchretry.Config)) (*http.Response, *fakeclock.Clock) {
+func rawWatch(t testing.TB, srv *server, query string, tune func(*watchretry.TestConfig)) (*http.Response, *fakeclock.Clock) {
 	t.Helper()
 	mock := httpmock.NewMockTransport()
 	mock.RegisterNoResponder(srv.respond)
 	clock := fakeclock.New(epoch)
-	cfg := watchretry.Config{Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})}
+	cfg := watchretry.TestConfig{Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -496,7 +496,7 @@ func rawWatch(t testing.TB, srv *server, query string, tune func(*watchretry.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := watchretry.New(mock, cfg).RoundTrip(req)
+	resp, err := watchretry.NewForTest(mock, cfg).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestStallTimeoutResumes(t *testing.T) {
 	events, rvs := history(t, ct)
 	srv := newServer(t, ct, reply{body: events[0], hold: true}) // then silence
 	srv.next = resumeFrom(t, events, rvs)
-	h := newHarness(t, srv, func(c *watchretry.Config) { c.StallTimeout = 10 * time.Second })
+	h := newHarness(t, srv, func(c *watchretry.TestConfig) { c.StallTimeout = 10 * time.Second })
 	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
 	collect(t, w, 1)
 	// The stream now waits for a byte with its stall timer armed.
@@ -578,7 +578,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)}, reply{cut: true, cutAt: 0, onEnd: func() { close(broke) }})
 	clock := clocktesting.NewFakeClock(epoch) // never stepped: a wait lasts until Close
 	baseline := runtime.NumGoroutine()
-	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.Config) {
+	resp, _ := rawWatch(t, srv, "resourceVersion=100", func(c *watchretry.TestConfig) {
 		c.Policy = policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0.5 }})
 	})
 	read := make(chan error, 1)

@@ -15,10 +15,6 @@ const DefaultMaxInvalidFrames = 3
 
 // Config tunes watch resumption; the zero Config is the recommended one.
 type Config struct {
-	// Policy decides every retry and wait. It is set by package transport
-	// from its Config (the policy is internal: outside this module, leave
-	// it nil for the recommended defaults).
-	Policy *policy.Policy
 	// MaxFrameSize bounds one event; default 16 MiB, as client-go.
 	MaxFrameSize int
 	// StallTimeout, when positive, treats a stream that delivers no byte
@@ -27,34 +23,42 @@ type Config struct {
 	// MaxInvalidFrames bounds resumes at one resourceVersion after an
 	// invalid event; default DefaultMaxInvalidFrames.
 	MaxInvalidFrames int
-	// Hooks are told about every attempt, retry, resume and give-up. Set
-	// by package transport, which adapts them to its Observer and logs.
-	Hooks policy.Hooks
 }
 
-// New returns a RoundTripper for WATCH requests: every request it is given
-// must be one (package transport decides). Answers other than a 200 with a
-// JSON, protobuf or CBOR (application/cbor-seq) watch stream are returned as
-// they are; streams of other encodings pass through without resumption.
+// New returns a RoundTripper for WATCH requests, with the recommended policy
+// (package transport's zero Config): every request it is given must be one
+// (package transport decides). Answers other than a 200 with a JSON,
+// protobuf or CBOR (application/cbor-seq) watch stream are returned as they
+// are; streams of other encodings pass through without resumption. A
+// give-up of the retries that open the watch is reachable with errors.As as
+// a *transport.GiveUpError.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
-	if cfg.Policy == nil {
-		cfg.Policy = policy.New(policy.Config{})
-	}
 	if cfg.MaxFrameSize <= 0 {
 		cfg.MaxFrameSize = frame.DefaultMaxFrameSize
 	}
 	if cfg.MaxInvalidFrames <= 0 {
 		cfg.MaxInvalidFrames = DefaultMaxInvalidFrames
 	}
-	return &roundTripper{
-		client: &establish.Client{Next: next, Policy: cfg.Policy, Hooks: cfg.Hooks},
-		cfg:    cfg,
+	rt := &roundTripper{client: &establish.Client{Next: next}, cfg: cfg}
+	rt.Share(establish.Shared{})
+	return rt
+}
+
+// Share sets the policy and hooks package transport shares between the
+// RoundTrippers it builds (see establish.Sharer).
+func (rt *roundTripper) Share(shared establish.Shared) {
+	if shared.Policy == nil {
+		shared.Policy = policy.New(policy.Config{})
 	}
+	rt.client.Policy, rt.client.Hooks = shared.Policy, shared.Hooks
+	rt.policy, rt.hooks = shared.Policy, shared.Hooks
 }
 
 type roundTripper struct {
 	client *establish.Client
 	cfg    Config
+	policy *policy.Policy
+	hooks  policy.Hooks
 	// conns are the connections its watches asked to retire.
 	conns marks
 }
@@ -62,14 +66,14 @@ type roundTripper struct {
 // RoundTrip opens the watch and, if it is a stream kretry can resume,
 // replaces its body with a resuming stream.
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	tracker := rt.cfg.Policy.NewTracker()
+	tracker := rt.policy.NewTracker()
 	params := parseWatchParams(req)
 	var deadline time.Time
 	if params.timeout > 0 {
 		// The caller's deadline bounds the establishment too: a retry
 		// that would end past it is not made, and the last answer goes
 		// to the caller, as stock client-go would have had it at once.
-		deadline = rt.cfg.Policy.Clock().Now().Add(params.timeout)
+		deadline = rt.policy.Clock().Now().Add(params.timeout)
 		tracker.SetDeadline(deadline)
 	}
 	resp, err := rt.client.Watch(req, tracker, rt.bounds(deadline))

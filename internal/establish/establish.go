@@ -89,7 +89,7 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	}
 	start := c.Policy.Clock().Now()
 	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
-		handled: handle != nil, start: start, runStart: start, bounds: bounds}
+		handle: handle, start: start, runStart: start, bounds: bounds}
 	if resume != nil {
 		loop.resume, loop.resourceVersion, loop.attemptsBefore = true, resume.ResourceVersion, resume.Attempts
 		if !resume.Since.IsZero() {
@@ -118,9 +118,6 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 	retryableReq, err := retryablehttp.FromRequest(&attempt)
 	if err != nil {
 		return nil, 0, err
-	}
-	if handle != nil {
-		retryableReq.SetResponseHandler(handle)
 	}
 	resp, err := retryable.Do(retryableReq)
 	switch {
@@ -157,8 +154,9 @@ type loop struct {
 	path    string
 	host    string
 	start   time.Time
-	// handled is set when a response handler runs on delivered answers.
-	handled bool
+	// handle, if set, readies every answer the policy would deliver before
+	// the policy decides on it (see checkRetry); nil: none.
+	handle func(*http.Response) error
 	// resume and resourceVersion mark the reopening of an established
 	// watch at its resume point, for the hooks, which count attempts and
 	// time from the start of the failure run (runStart, attemptsBefore):
@@ -168,18 +166,15 @@ type loop struct {
 	runStart        time.Time
 	attemptsBefore  int
 	// attempts counts the requests sent, observed those reported to
-	// Hooks.Attempt.
+	// Hooks.Attempt: checkRetry is asked once per attempt, but http.Client
+	// may refuse a request before any RoundTrip (a nil URL), and then no
+	// new attempt is reported.
 	attempts, observed int
 	// gaveUp is set when the policy declined to retry a connection failure
 	// or a broken body it would otherwise retry.
 	gaveUp bool
 	// throttled is the last 429 answer, kept while its wait runs.
 	throttled *savedAnswer
-	// decided and verdict remember the decision on a response, because
-	// retryablehttp asks again after running the response handler and one
-	// outcome must be decided once.
-	decided *http.Response
-	verdict error
 	// wait is the policy's chosen wait for the retry about to happen.
 	wait time.Duration
 	// roundTripErr is the error the next RoundTripper returned for the
@@ -228,6 +223,13 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		}
 	}
 	l.roundTripErr = nil
+	if err == nil && resp != nil && l.handle != nil && policy.ClassifyStatus(resp.StatusCode) == policy.Deliver {
+		// The answer is readied (a LIST body read) before anything is
+		// decided: a body that breaks meanwhile is the attempt's outcome.
+		// retryablehttp is given no response handler, so that it asks
+		// checkRetry once per attempt.
+		err = l.handle(resp)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		l.attempted(0, true)
 		return false, ctxErr
@@ -237,21 +239,13 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		l.gaveUpOn(policy.ReasonDeadline, policy.Decision{Stopped: policy.StoppedByDeadline})
 		return false, err
 	}
-	if err == nil && resp != nil && resp == l.decided {
-		l.attempted(resp.StatusCode, false)
-		return false, l.verdict
-	}
 	outcome, cause := l.outcome(resp, err)
 	decision := l.tracker.Decide(outcome)
 	code := 0 // no whole answer: none arrived, or its body broke
 	if err == nil && resp != nil {
 		code = resp.StatusCode
 	}
-	// A delivered answer goes through the response handler first, which
-	// may yet find its body broken: checkRetry is asked again then.
-	if decision.Retry || outcome.Class != policy.Deliver || err != nil || !l.handled {
-		l.attempted(code, false)
-	}
+	l.attempted(code, false)
 	if !decision.Retry {
 		if outcome.Class != policy.Deliver {
 			l.gaveUpOn(reason(resp, err, outcome.Class), decision)
@@ -261,11 +255,9 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 			l.gaveUp = outcome.Class != policy.Deliver
 			return false, err
 		case outcome.Class != policy.Deliver:
-			l.decided, l.verdict = resp, errGiveUp
-		default:
-			l.decided, l.verdict = resp, nil
+			return false, errGiveUp
 		}
-		return false, l.verdict
+		return false, nil
 	}
 	l.wait = decision.Wait
 	switch {

@@ -222,3 +222,49 @@ func TestStatusPeekReplaysBytesAndError(t *testing.T) {
 		t.Errorf("body after the peek: %q", got)
 	}
 }
+
+// TestHandleRunsBeforeTheDecision: the handler readies each answer the
+// policy would deliver before the policy decides on it, once per attempt,
+// and an answer the policy retries or gives up on (a 503) never reaches it.
+// Each attempt is reported once, after its handler.
+func TestHandleRunsBeforeTheDecision(t *testing.T) {
+	var closed int
+	next := &scripted{steps: []func(*http.Request) (*http.Response, error){
+		answer(503, nil, "", &closed), answer(200, nil, "torn", &closed), answer(200, nil, "ok", &closed), answer(503, nil, "", &closed),
+	}}
+	client, clock := newClient(next, time.Second)
+	var events []string
+	client.Hooks.Attempt = func(_ context.Context, a policy.Attempt) {
+		events = append(events, fmt.Sprintf("attempt %d: %d", a.Number, a.Code))
+	}
+	handle := func(resp *http.Response) error {
+		events = append(events, fmt.Sprintf("handle %d", resp.StatusCode))
+		if len(next.reqs) == 2 {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", nil)
+	tracker := client.Policy.NewTracker()
+	resp, err := client.Do(req, tracker, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// A 503 after the window: given up on, handed over without the handler.
+	clock.Advance(time.Hour)
+	resp, err = client.Do(req, tracker, handle)
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("Do = %v, %v; want the 503", resp, err)
+	}
+	resp.Body.Close()
+	want := []string{"attempt 1: 503", "handle 200", "attempt 2: 0", "handle 200", "attempt 3: 200"}
+	if got := strings.Join(events[:min(len(events), len(want))], ", "); got != strings.Join(want, ", ") {
+		t.Errorf("events %v, want %v then the 503's attempts alone", events, want)
+	}
+	for _, e := range events[len(want):] {
+		if strings.HasPrefix(e, "handle") {
+			t.Errorf("the handler ran on an answer the policy did not deliver: %v", events)
+		}
+	}
+}

@@ -44,6 +44,11 @@ func (e *GiveUpError) Unwrap() error {
 	return Refusal(e.Last)
 }
 
+// As lets errors.As reach the give-up as package transport's public
+// *GiveUpError, the one type a caller outside this module can name (see
+// Public).
+func (e *GiveUpError) As(target any) bool { return Public != nil && Public(e, target) }
+
 // Refusal returns err if it is a refused connection, else nil: the one kind
 // of last error a give-up lets errors.Is and errors.As see.
 func Refusal(err error) error {

@@ -87,7 +87,7 @@ func (c *cborScanner) reset() {
 	c.pos, c.depth, c.levels, c.laxErr = 0, 0, c.levels[:0], nil
 }
 
-// nextCBOR is Next for CBOR streams.
+// nextCBOR is Scan for CBOR streams.
 func (s *Scanner) nextCBOR() (Frame, error) {
 	c := &s.cbor
 	c.reset()

@@ -126,7 +126,7 @@ type Event struct {
 	// object that carries none (aggregated and virtual APIs may send such
 	// events; client-go decodes them) and always nil for an ERROR event (a
 	// Status is no resume point). It aliases memory owned by the Scanner and
-	// is valid until the next call to Next.
+	// is valid until the next call to Scan.
 	ResourceVersion []byte
 	// InitialEventsEnd reports a BOOKMARK whose object is annotated
 	// k8s.io/initial-events-end: "true", the end of a streaming list.
@@ -170,17 +170,17 @@ type Frame struct {
 	// read after it (the newline the server writes with each event, so that
 	// a reader splitting lines need not wait for the next event); protobuf
 	// and CBOR have none. It aliases the Scanner's buffer and is valid until
-	// the next call to Next.
+	// the next call to Scan.
 	Raw []byte
 	// Event is what the frame says.
 	Event Event
 }
 
-// ErrFrameTooLarge is wrapped by the error Next returns for a frame longer
+// ErrFrameTooLarge is wrapped by the error Scan returns for a frame longer
 // than the Scanner's limit.
 var ErrFrameTooLarge = errors.New("watch frame larger than the limit")
 
-// InvalidFrameError is the error Next returns for a whole frame that is not a
+// InvalidFrameError is the error Scan returns for a whole frame that is not a
 // valid watch event: one that client-go's watch decoder would reject.
 type InvalidFrameError struct {
 	// Encoding is the stream's encoding.

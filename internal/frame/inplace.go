@@ -6,17 +6,17 @@ package frame
 
 import "errors"
 
-// ErrNeedMore is what Next returns while a buffer is lent (see Lend) when
+// ErrNeedMore is what Scan returns while a buffer is lent (see Lend) when
 // the next frame does not end within the bytes already read: the lent
 // buffer is full, or a frame was already returned from it and reading more
-// could block. It is not terminal: after Return, Next reads on.
+// could block. It is not terminal: after Return, Scan reads on.
 var ErrNeedMore = errors.New("frame: the lent buffer holds no further whole frame")
 
 // lent is the state of a Scanner that scans a borrowed buffer.
 type lent struct {
 	active bool
 	own    []byte // the Scanner's own buffer, given back by Return
-	// delivered reports that Next returned a frame from the lent buffer:
+	// delivered reports that Scan returned a frame from the lent buffer:
 	// from then on it must not read (the caller has bytes to hand on).
 	delivered bool
 }
@@ -26,7 +26,7 @@ type lent struct {
 func (s *Scanner) Held() int { return s.end - s.start - s.returned }
 
 // Lend makes p the Scanner's buffer until Return: the bytes it holds are
-// copied to the front of p, and Next then
+// copied to the front of p, and Scan then
 // reads into the rest of p, at most until it returns its first frame, and
 // returns frames whose Raw aliases p, back to back from p[0]. When no
 // further frame ends within p it returns ErrNeedMore instead of reading on.

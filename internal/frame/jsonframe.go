@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// nextJSON is Next for JSON streams.
+// nextJSON is Scan for JSON streams.
 func (s *Scanner) nextJSON() (Frame, error) {
 	j := &s.json
 	if !j.resume {

@@ -75,12 +75,14 @@ func (s *Scanner) Reset(r io.Reader) {
 	s.cbor.reset()
 }
 
-// Next returns the next whole frame.
+// Scan reads the next whole frame into f, which it overwrites whole (with
+// the zero Frame on an error): a caller that reads a frame per call saves
+// copying one.
 //
 //   - At a clean end of the stream (for JSON, nothing but whitespace after the
 //     last frame; see Trailing) it returns io.EOF.
 //   - If the reader ends or fails in the middle of a frame, the partial frame
-//     is dropped and Next returns the reader's error, or io.ErrUnexpectedEOF if
+//     is dropped and Scan returns the reader's error, or io.ErrUnexpectedEOF if
 //     the reader returned io.EOF. A partial frame never yields an Event.
 //   - A whole frame that is not a valid watch event yields an
 //     *InvalidFrameError.
@@ -89,15 +91,6 @@ func (s *Scanner) Reset(r io.Reader) {
 //     for JSON and CBOR as soon as the limit is passed.
 //
 // Every error is final: later calls return it again.
-func (s *Scanner) Next() (Frame, error) {
-	var f Frame
-	err := s.Scan(&f)
-	return f, err
-}
-
-// Scan is Next writing the frame into f, which it overwrites whole (with
-// the zero Frame on an error): a caller that reads a frame per call saves
-// copying one.
 func (s *Scanner) Scan(f *Frame) error {
 	if s.err != nil {
 		*f = Frame{}

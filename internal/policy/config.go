@@ -96,9 +96,6 @@ func orDefault(d *time.Duration, def, bound time.Duration) {
 // Clock returns the clock decisions are made by; the caller waits on it.
 func (p *Policy) Clock() Clock { return p.cfg.Clock }
 
-// Config returns the effective configuration, defaults applied.
-func (p *Policy) Config() Config { return p.cfg }
-
 // NewTracker starts the failure history of one request or one watch
 // stream, and counts the request towards the retry budget (its resumes and
 // retries do not count as requests).

@@ -116,6 +116,7 @@ type expiredRun struct {
 // whose resumes meet a restarted server would send its relists right behind
 // its reopens. The hold is the reflector's wait, restored.
 func (t *Tracker) Gone(e Expiry) GoneDecision {
+	t.settled = false
 	cfg := t.policy.cfg
 	now := cfg.Clock.Now()
 	t.endRunIfUp(now)

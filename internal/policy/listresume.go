@@ -16,6 +16,7 @@ import "time"
 // point the last resume started from, see Progress) resumes at once; later
 // ones back off as failures without an answer do.
 func (t *Tracker) ListBreak() Decision {
+	t.settled = false
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
 	if t.firstFailure.IsZero() {

@@ -35,6 +35,49 @@ type Hooks struct {
 	// GiveUp is called when a retryable failure goes to the caller (or
 	// ends a watch cleanly) instead of being retried.
 	GiveUp func(context.Context, GiveUp)
+	// ListResume is called when a resume of a LIST body broken mid-read
+	// ends: resumed, or handed to the caller as the break it was.
+	ListResume func(context.Context, ListResume)
+}
+
+// ListResumeOutcome is what a resume of a LIST body came to: a closed,
+// small set, fit for a metrics label.
+type ListResumeOutcome string
+
+// The outcomes of a LIST body resume.
+const (
+	// ListResumed: the list asked for again at its resourceVersion began
+	// with the very bytes delivered, and the body streams on.
+	ListResumed ListResumeOutcome = "resumed"
+	// ListResumeMismatch: it began otherwise (or ended sooner, or came in
+	// another length, content type or encoding): the caller gets the
+	// give-up, which unwraps to the break.
+	ListResumeMismatch ListResumeOutcome = "mismatch"
+	// ListResumeGone: 410, the resourceVersion is compacted: the caller
+	// gets the give-up.
+	ListResumeGone ListResumeOutcome = "gone"
+	// ListResumeGaveUp: the window or the caller's deadline ended the
+	// resume, or the re-request got another answer: the caller gets the
+	// give-up.
+	ListResumeGaveUp ListResumeOutcome = "gave-up"
+)
+
+// ListResume is one LIST body resumed at its resourceVersion, or a resume
+// that failed. It carries no query, header or body.
+type ListResume struct {
+	// Path and Host are the request's URL path and host.
+	Path, Host string
+	// ResourceVersion is the list's.
+	ResourceVersion string
+	// Outcome is what the resume came to.
+	Outcome ListResumeOutcome
+	// Skipped is how many bytes of the new answer were read and checked
+	// against the delivered prefix: the whole prefix when it matched.
+	Skipped int64
+	// Requests is how many requests the resume sent.
+	Requests int
+	// Elapsed is the time from the break to the outcome.
+	Elapsed time.Duration
 }
 
 // Attempt is one request sent and what it came to.

@@ -63,8 +63,8 @@ func (s Stop) String() string {
 // grown. It is not safe for concurrent use; each request owns one.
 //
 // A run of failures starts at the first failure after a success and ends at
-// the next success: Progress (a whole event delivered, a LIST body read to
-// its end), or a reopened watch that stayed up, without failing, for as long
+// the next success: Progress (a whole event delivered, new bytes of a LIST
+// body), or a reopened watch that stayed up, without failing, for as long
 // as the InternalErrorWindow (see Opened). A bare 200 is not a success, so
 // "200, then ERROR 500" forever still spends the window.
 type Tracker struct {
@@ -93,6 +93,10 @@ type Tracker struct {
 	// progressed is set by Progress and cleared by Break: the first
 	// break after progress reopens at once.
 	progressed bool
+	// settled is set by Progress and cleared by every report that changes
+	// what Progress resets (Decide, Break, ListBreak, Gone): a Progress in
+	// between finds nothing to end, and returns at once.
+	settled bool
 	// expired is the run of 410s that answered resumes (see Gone).
 	expired expiredRun
 	// lostAt is when the stream last broke (see Break): how long a resume
@@ -105,6 +109,7 @@ type Tracker struct {
 // unless the server paced it (a 429 naming a wait): that wait is the
 // server's own load shedding, and is always honoured.
 func (t *Tracker) Decide(o Outcome) Decision {
+	t.settled = false
 	d := t.beforeDeadline(t.decide(o))
 	serverPaced := o.Class == TooManyRequests && o.HasRetryAfter && o.RetryAfter >= time.Second
 	if d.Retry && !serverPaced && !t.policy.budget.Spend() {
@@ -202,6 +207,7 @@ func (t *Tracker) decide(o Outcome) Decision {
 // it to client-go. The retries of the reopening itself (a 503, a refused
 // connection) are decided by Decide and do spend it.
 func (t *Tracker) Break() Decision {
+	t.settled = false
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
 	t.lostAt = now
@@ -230,14 +236,24 @@ func (t *Tracker) failed(now time.Time) {
 // for a whole window: a quiet, healthy watch is not a failing one.
 func (t *Tracker) endRunIfUp(now time.Time) {
 	if !t.upSince.IsZero() && now.Sub(t.upSince) >= t.policy.cfg.InternalErrorWindow {
-		t.Progress()
+		t.endRuns()
 	}
 }
 
 // Progress records that the request moved forward: a whole non-ERROR watch
-// event reached the caller, or a LIST body was read to its end. It ends the
-// current runs of failures.
+// event reached the caller, or new bytes of a LIST body. It ends the current
+// runs of failures. It is idempotent between other reports: a caller tells
+// it every event it delivers, and all but the first of a row cost a branch.
 func (t *Tracker) Progress() {
+	if t.settled {
+		return
+	}
+	t.endRuns()
+	t.settled = true
+}
+
+// endRuns ends the current runs of failures (see Progress).
+func (t *Tracker) endRuns() {
 	t.firstFailure = time.Time{}
 	t.firstThrottle = time.Time{}
 	t.throttles = 0

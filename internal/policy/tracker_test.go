@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -593,4 +594,84 @@ func TestNoAnswerBackoffIsSpread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProgressIsIdempotentBetweenReports: a stream tells the tracker of
+// every event it delivers, so a Progress after a Progress must change
+// nothing, and a Progress after any other report must end what that report
+// started. Each case makes its reports after a first Progress, then
+// Progress again; the decisions that follow must be those of a tracker
+// told Progress once, at the same time. Without the second Progress they
+// differ (the case's reports left their mark), so a Progress wrongly
+// skipped fails the case.
+func TestProgressIsIdempotentBetweenReports(t *testing.T) {
+	const window = 5 * time.Second
+	cases := []struct {
+		name    string
+		reports func(*policy.Tracker, *fakeclock.Clock)
+		marks   bool // the reports change what the probe decides
+	}{
+		{name: "nothing", reports: func(*policy.Tracker, *fakeclock.Clock) {}},
+		{name: "Progress", reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Progress(); tr.Progress() }},
+		{name: "Decide 5xx", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Decide(serverError) }},
+		{name: "Decide 429", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) {
+			for range pacedThrottles {
+				tr.Decide(throttled)
+			}
+		}},
+		{name: "Break", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Break() }},
+		{name: "ListBreak", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.ListBreak() }},
+		{name: "Gone retried", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) {
+			tr.Break()
+			tr.Progress() // ends the break's run: the Gone alone must un-settle
+			if d := tr.Gone(policy.Expiry{Resume: true, Oldest: "5"}); !d.Retry {
+				t.Fatalf("setup: Gone = %+v, want a retry", d)
+			}
+		}},
+		{name: "Decide after a window up", marks: true, reports: func(tr *policy.Tracker, clock *fakeclock.Clock) {
+			// The failure first ends the run the stream was opened in (a
+			// Progress of the tracker's own), then starts a new one.
+			tr.Opened()
+			clock.Advance(window)
+			tr.Decide(serverError)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := policy.Config{InternalErrorWindow: window}
+			run := func(reports func(*policy.Tracker, *fakeclock.Clock), progress bool, elapsed time.Duration) (string, time.Duration) {
+				tr, clock := newTracker(cfg, atStep)
+				tr.Decide(serverError) // a run of failures to end
+				tr.Progress()
+				start := clock.Now()
+				if reports != nil {
+					reports(tr, clock)
+				}
+				clock.Advance(elapsed - clock.Since(start))
+				if progress {
+					tr.Progress()
+				}
+				return probe(tr), clock.Since(start)
+			}
+			got, elapsed := run(tc.reports, true, 0)
+			want, _ := run(nil, false, elapsed)
+			if got != want {
+				t.Errorf("after the reports and Progress the tracker decides\n%s\nwant, as after Progress alone,\n%s", got, want)
+			}
+			if unended, _ := run(tc.reports, false, 0); (unended != want) != tc.marks {
+				t.Errorf("without the second Progress the tracker decides\n%s\nthe reports marked it: %v, want %v", unended, unended != want, tc.marks)
+			}
+		})
+	}
+}
+
+// pacedThrottles mirrors the policy's: the 429s whose waits only the
+// server names.
+const pacedThrottles = 10
+
+// probe makes one report of each kind and says what the tracker decided.
+func probe(tr *policy.Tracker) string {
+	return fmt.Sprintf("Break %+v\nGone %+v\nDecide 5xx %+v\nDecide 429 %+v\nListBreak %+v",
+		tr.Break(), tr.Gone(policy.Expiry{Resume: true, Oldest: "7"}), tr.Decide(serverError),
+		tr.Decide(throttled), tr.ListBreak())
 }
