@@ -308,9 +308,9 @@ func (l *requestLog) scan(what string, body io.ReadCloser, enc frame.Encoding) i
 	go func() {
 		sc := frame.NewScanner(pr, enc, 0)
 		events := 0
+		var f frame.Frame
 		for {
-			f, err := sc.Next()
-			if err != nil {
+			if err := sc.Scan(&f); err != nil {
 				pr.CloseWithError(err) // a writer blocked in the body's Read returns at once
 				after := time.Since(opened).Round(100 * time.Millisecond)
 				if errors.Is(err, io.EOF) {
