@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,8 +106,8 @@ func TestFleetHA(t *testing.T) {
 	table := fleetHATable(all)
 	fmt.Print(table)
 	t.Log("\n" + table)
-	if root, err := os.Getwd(); err == nil && os.MkdirAll(filepath.Join(filepath.Dir(root), ".apiserver"), 0o755) == nil {
-		os.WriteFile(filepath.Join(filepath.Dir(root), ".apiserver", "e2e-fleet-ha-figures.txt"), []byte(table), 0o644)
+	if path := figuresPath("e2e-fleet-ha-figures.txt"); path != "" {
+		os.WriteFile(path, []byte(table), 0o644)
 	}
 	if path := fleetHAJSONPath(); path != "" {
 		data, _ := json.MarshalIndent(fleetHAFile{Agents: n, Machine: machineLine(), Runs: all}, "", " ")
@@ -160,15 +159,7 @@ func fleetHAJSONPath() string {
 	if p := os.Getenv(fleetHAJSONEnv); p != "" {
 		return p
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Join(filepath.Dir(root), ".apiserver")
-	if os.MkdirAll(dir, 0o755) != nil {
-		return ""
-	}
-	return filepath.Join(dir, "fleet-ha.json")
+	return figuresPath("fleet-ha.json")
 }
 
 // fleetHAFile is the JSON the plot (e2e/plot -fleet-ha) draws.
@@ -236,33 +227,8 @@ type haPoint struct {
 
 func fleetHAPace(t *testing.T, p upgradeProfile, n, runs int) []*fleetHARun {
 	ctx := context.Background()
-	flags := append(append([]string(nil), apiserver.RBACFlags...),
-		"--shutdown-delay-duration="+p.ShutdownDelay.String(),
-		"--shutdown-send-retry-after=true",
-		"--goaway-chance=0.02",
-	)
-	c := apiserver.StartT(t, apiserver.Options{
-		Servers:      []apiserver.ServerOptions{{ExtraFlags: flags}, {ExtraFlags: flags}},
-		ReadyTimeout: 180 * time.Second,
-	})
-	var backends []string
-	for _, s := range c.Servers() {
-		backends = append(backends, s.Addr())
-	}
-	lb, err := apiserver.StartHAProxy(ctx, apiserver.HAProxyOptions{Servers: backends, Inter: p.Inter, Fall: p.Fall})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbPID := lb.PID()
-	defer func() {
-		if err := lb.Close(); err != nil {
-			t.Errorf("haproxy: close: %v", err)
-		}
-		if syscall.Kill(lbPID, 0) == nil {
-			t.Errorf("haproxy pid %d survived Close", lbPID)
-		}
-	}()
-	time.Sleep(3 * p.Inter)
+	c, lb, closeLB := startHAControlPlane(t, p, "", 180*time.Second)
+	defer closeLB()
 
 	adminCfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
 	withContentType(adminCfg, true)

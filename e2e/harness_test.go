@@ -425,14 +425,23 @@ func figuresTable() string {
 }
 
 func writeFiguresFile() {
+	if path := figuresPath("e2e-figures.txt"); path != "" {
+		os.WriteFile(path, []byte(figuresTable()), 0o644)
+	}
+}
+
+// figuresPath is name in the checkout's .apiserver directory, made if missing, where make e2e
+// finds the runs' figures; "" if it cannot be made.
+func figuresPath(name string) string {
 	root, err := os.Getwd()
 	if err != nil {
-		return
+		return ""
 	}
 	dir := filepath.Join(filepath.Dir(root), ".apiserver")
-	if os.MkdirAll(dir, 0o755) == nil {
-		os.WriteFile(filepath.Join(dir, "e2e-figures.txt"), []byte(figuresTable()), 0o644)
+	if os.MkdirAll(dir, 0o755) != nil {
+		return ""
 	}
+	return filepath.Join(dir, name)
 }
 
 // stockAndKretry runs body once without and once with kretry.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -510,12 +509,7 @@ func proxyFiguresTable() string {
 }
 
 func writeProxyFiguresFile() {
-	root, err := os.Getwd()
-	if err != nil {
-		return
-	}
-	dir := filepath.Join(filepath.Dir(root), ".apiserver")
-	if os.MkdirAll(dir, 0o755) == nil {
-		os.WriteFile(filepath.Join(dir, "e2e-proxy-figures.txt"), []byte(proxyFiguresTable()), 0o644)
+	if path := figuresPath("e2e-proxy-figures.txt"); path != "" {
+		os.WriteFile(path, []byte(proxyFiguresTable()), 0o644)
 	}
 }

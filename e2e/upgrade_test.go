@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,37 +145,8 @@ type upgradeResult struct {
 
 func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 	ctx := context.Background()
-	flags := append(append([]string(nil), apiserver.RBACFlags...),
-		"--shutdown-delay-duration="+p.ShutdownDelay.String(),
-		"--shutdown-send-retry-after=true",
-		"--goaway-chance=0.02",
-	)
-	c := apiserver.StartT(t, apiserver.Options{
-		Servers:      []apiserver.ServerOptions{{ExtraFlags: flags}, {ExtraFlags: flags}},
-		ReadyTimeout: 120 * time.Second,
-	})
-	var backends []string
-	for _, s := range c.Servers() {
-		backends = append(backends, s.Addr())
-	}
-	lb, err := apiserver.StartHAProxy(ctx, apiserver.HAProxyOptions{Servers: backends, Balance: balance, Inter: p.Inter, Fall: p.Fall})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbPID := lb.PID()
-	defer func() {
-		if t.Failed() {
-			t.Logf("haproxy log:\n%s", lb.Log(4000))
-		}
-		if err := lb.Close(); err != nil {
-			t.Errorf("haproxy: close: %v", err)
-		}
-		if syscall.Kill(lbPID, 0) == nil {
-			t.Errorf("haproxy pid %d survived Close", lbPID)
-		}
-	}()
-	// Wait for HAProxy to have both backends up (rise 2 checks).
-	time.Sleep(3 * p.Inter)
+	c, lb, closeLB := startHAControlPlane(t, p, balance, 120*time.Second)
+	defer closeLB()
 
 	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
 	ns := fmt.Sprintf("upgrade-%s-%d", p.Name, run)
@@ -364,6 +334,44 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 	appendUpgradeFigures(line)
 }
 
+// startHAControlPlane starts two kube-apiservers that shut down as profile p says, behind HAProxy
+// checking them at p's pace, and waits for the balancer to have both up (rise 2 checks). The
+// cluster stops with the test; closeLB stops HAProxy and checks that its process is gone.
+func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, ready time.Duration) (c *apiserver.Cluster, lb *apiserver.HAProxy, closeLB func()) {
+	t.Helper()
+	flags := append(append([]string(nil), apiserver.RBACFlags...),
+		"--shutdown-delay-duration="+p.ShutdownDelay.String(),
+		"--shutdown-send-retry-after=true",
+		"--goaway-chance=0.02",
+	)
+	c = apiserver.StartT(t, apiserver.Options{
+		Servers:      []apiserver.ServerOptions{{ExtraFlags: flags}, {ExtraFlags: flags}},
+		ReadyTimeout: ready,
+	})
+	var backends []string
+	for _, s := range c.Servers() {
+		backends = append(backends, s.Addr())
+	}
+	lb, err := apiserver.StartHAProxy(context.Background(), apiserver.HAProxyOptions{Servers: backends, Balance: balance, Inter: p.Inter, Fall: p.Fall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbPID := lb.PID()
+	closeLB = func() {
+		if t.Failed() {
+			t.Logf("haproxy log:\n%s", lb.Log(4000))
+		}
+		if err := lb.Close(); err != nil {
+			t.Errorf("haproxy: close: %v", err)
+		}
+		if syscall.Kill(lbPID, 0) == nil {
+			t.Errorf("haproxy pid %d survived Close", lbPID)
+		}
+	}
+	time.Sleep(3 * p.Inter)
+	return c, lb, closeLB
+}
+
 // upgradeLine is one run in one line: per client the initial-state fetches of the JSON and
 // protobuf informers and what the raw watcher missed.
 func upgradeLine(p upgradeProfile, balance string, run int, clients []*upgradeClient, changes, fails int) string {
@@ -395,17 +403,7 @@ func upgradeLine(p upgradeProfile, balance string, run int, clients []*upgradeCl
 
 // upgradeFiguresFile is .apiserver/e2e-upgrade-figures.txt, one line per run (make e2e prints
 // it); TestRollingUpgrade starts it afresh.
-func upgradeFiguresFile() string {
-	root, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	dir := filepath.Join(filepath.Dir(root), ".apiserver")
-	if os.MkdirAll(dir, 0o755) != nil {
-		return ""
-	}
-	return filepath.Join(dir, "e2e-upgrade-figures.txt")
-}
+func upgradeFiguresFile() string { return figuresPath("e2e-upgrade-figures.txt") }
 
 func appendUpgradeFigures(line string) {
 	f, err := os.OpenFile(upgradeFiguresFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

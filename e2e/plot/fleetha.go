@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -37,25 +35,7 @@ type HAFile struct {
 	Runs    []HARun `json:"runs"`
 }
 
-func runFleetHA(in, out, title string) error {
-	data, err := os.ReadFile(in)
-	if err != nil {
-		return err
-	}
-	var f HAFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return err
-	}
-	w, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	if err := drawFleetHA(w, f, title); err != nil {
-		w.Close()
-		return err
-	}
-	return w.Close()
-}
+func runFleetHA(in, out, title string) error { return plotFile(in, out, title, drawFleetHA) }
 
 var clientColor = map[string]color.Color{"stock": orange, "kretry": blue}
 

@@ -48,20 +48,23 @@ func main() {
 	}
 }
 
-func run(in, out, title string) error {
+func run(in, out, title string) error { return plotFile(in, out, title, drawRun) }
+
+// plotFile reads the JSON file in into a T, draws it and writes the picture to out.
+func plotFile[T any](in, out, title string, draw func(io.Writer, T, string) error) error {
 	data, err := os.ReadFile(in)
 	if err != nil {
 		return err
 	}
-	var r Run
-	if err := json.Unmarshal(data, &r); err != nil {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	if err := drawRun(f, r, title); err != nil {
+	if err := draw(f, v, title); err != nil {
 		f.Close()
 		return err
 	}
