@@ -430,14 +430,18 @@ func writeFiguresFile() {
 	}
 }
 
-// figuresPath is name in the checkout's .apiserver directory, made if missing, where make e2e
-// finds the runs' figures; "" if it cannot be made.
+// figuresPath is name in $KRETRY_FIGURES_DIR (make compat-apiserver sets it), else in the
+// checkout's .apiserver directory, where make e2e finds the runs' figures; the directory is
+// made if missing, and "" is returned if it cannot be.
 func figuresPath(name string) string {
-	root, err := os.Getwd()
-	if err != nil {
-		return ""
+	dir := os.Getenv("KRETRY_FIGURES_DIR")
+	if dir == "" {
+		root, err := os.Getwd()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(filepath.Dir(root), ".apiserver")
 	}
-	dir := filepath.Join(filepath.Dir(root), ".apiserver")
 	if os.MkdirAll(dir, 0o755) != nil {
 		return ""
 	}

@@ -13,9 +13,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
 	"github.com/kretry/kretry/internal/harness/cmwriter"
@@ -173,6 +175,81 @@ func TestListResumeLarge(t *testing.T) {
 					if want := fmt.Sprintf("seed-%04d", i); cm.Name != want {
 						t.Fatalf("item %d is %s, want %s", i, cm.Name, want)
 					}
+				}
+			})
+		}
+	}
+}
+
+// TestListResumePaged: client-go's pager lists the 2,000 ConfigMaps 500 at a time from etcd
+// (resourceVersion unset, so every page after the first carries a continue token), through a
+// fault proxy that cuts the first connection in the middle of the second page and sends the
+// next connection to the other apiserver. Stock client-go's pager fails; kretry asks for the
+// cut page again with the same continue token, reads past what it delivered, and the pager
+// gets every item once, in order.
+func TestListResumePaged(t *testing.T) {
+	sharedCluster(t)
+	ns := bigNamespace(t)
+	const pageSize = 500
+	for _, contentType := range []string{jsonType, protobufType} {
+		size := wireSize(t, ns, contentType)
+		for _, withKretry := range []bool{false, true} {
+			name := contentType + "/stock"
+			var cfg *transport.Config
+			if withKretry {
+				name, cfg = contentType+"/kretry", &transport.Config{}
+			}
+			t.Run(name, func(t *testing.T) {
+				p := newProxy(t, 20, serverA, serverC)
+				p.SetRouting(faultproxy.RoundRobin)
+				// Four pages of about size/4 each: 3/8 of the whole is the middle of the second.
+				cut := size * 3 / 8
+				p.SetRuleFunc(func(n int64) faultproxy.Rule {
+					if n == 1 {
+						return faultproxy.Rule{CutAfterBytes: cut}
+					}
+					return faultproxy.Rule{}
+				})
+				c, log := listClient(p.Addr(), contentType, cfg)
+				cs := c.kube()
+				lp := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+					return cs.CoreV1().ConfigMaps(ns).List(context.Background(), opts)
+				}))
+				lp.PageSize = pageSize
+				var names []string
+				err := lp.EachListItem(context.Background(), metav1.ListOptions{}, func(obj runtime.Object) error {
+					names = append(names, obj.(metav1.Object).GetName())
+					return nil
+				})
+				asked := log.lists()
+				note := fmt.Sprintf("paged LIST of %d by %d, %s, cut at %d of ~%d wire bytes; %d wire LISTs", bigListSize, pageSize, contentType, cut, size, len(asked))
+				f := figure{Fault: "list-resume-paged", Client: name, Caller: c.caller.snapshot(), Wire: c.wire.snapshot(), Converged: err == nil, Note: note}
+				record(f)
+				t.Logf("%s: err=%v caller=%+v wire=%+v", note, err, f.Caller, f.Wire)
+				if !withKretry {
+					if err == nil {
+						t.Error("stock client-go: the cut paged LIST succeeded; the cut did not land in a body")
+					}
+					if len(asked) != 2 {
+						t.Errorf("stock client-go asked %d pages before the error, want the cut in the second", len(asked))
+					}
+					return
+				}
+				if err != nil || len(names) != bigListSize {
+					t.Fatalf("pager: %d items, %v; want %d", len(names), err, bigListSize)
+				}
+				for i, name := range names {
+					if want := fmt.Sprintf("seed-%04d", i); name != want {
+						t.Fatalf("item %d is %s, want %s", i, name, want)
+					}
+				}
+				// Four pages and one resume: the page cut (the second) asked for again with its
+				// own continue token, and nothing asked twice otherwise.
+				if len(asked) != bigListSize/pageSize+1 {
+					t.Fatalf("wire LISTs %v, want %d pages and one resume", asked, bigListSize/pageSize)
+				}
+				if asked[1].Get("continue") == "" || asked[2].Get("continue") != asked[1].Get("continue") {
+					t.Errorf("the resume asked continue=%q, want the cut page's continue=%q", asked[2].Get("continue"), asked[1].Get("continue"))
 				}
 			})
 		}
