@@ -154,6 +154,10 @@ type Fault struct {
 	RetryAfter int
 	// Recorded names the fixture whose recorded response of Code is served by Status.
 	Recorded string
+	// WatchCache makes a Status 410 on a watch the watch cache's: its message is
+	// "too old resource version: RV (S)", RV the resourceVersion asked for and S one past it,
+	// as a freshly restarted apiserver answers a resume whose point its cache does not hold.
+	WatchCache bool
 	// Elapse is time that passes while the fault acts, on the transport's clock
 	// (Options.Elapse): for Silent, while the request goes unanswered; for a LIST Cut, while
 	// the body streams, before the cut.
@@ -198,6 +202,8 @@ func (f Fault) String() string {
 			what += " (recorded in " + f.Recorded + ")"
 		} else if f.RetryAfter > 0 {
 			what += fmt.Sprintf(" Retry-After: %d", f.RetryAfter)
+		} else if f.WatchCache {
+			what += " (the watch cache's too old resource version)"
 		}
 		return fmt.Sprintf("%s instead of %s", what, target)
 	case Refused:
@@ -250,6 +256,11 @@ type Scenario struct {
 	Outcome Outcome
 	// Code is, for Deliver, the status the caller must get (0: the connection error itself).
 	Code int32
+	// Search is, for Deliver, how many watch requests may follow the answer the caller must
+	// get: a watch cache's 410 on a resume may come from a freshly restarted apiserver behind a
+	// balancer, and a transport may look for another one on new connections, as long as the
+	// 410 reaches the caller in the end. 0: none may.
+	Search int
 	// Why says in one line what the scenario shows.
 	Why string
 	// NoTimeout makes a RawWatch caller ask for no timeoutSeconds, where the recorded watch

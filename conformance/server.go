@@ -52,6 +52,7 @@ type replay struct {
 	counts         map[RequestKind]int
 	initialFetches int
 	cursor         cursor
+	afterFinal     int // watch requests after cursor.final (Scenario.Search)
 	listFinal      string
 	problems       []string
 	aborted        chan struct{}
@@ -388,6 +389,10 @@ func (r *replay) statusResponse(req *http.Request, f Fault) *http.Response {
 		r.problem(true, "fixture %s recorded no %d", f.Recorded, f.Code)
 	}
 	st := statusFor(f.Code, r.resource, f.RetryAfter)
+	if f.WatchCache {
+		rv, _ := strconv.ParseUint(req.URL.Query().Get("resourceVersion"), 10, 64)
+		st.Message = fmt.Sprintf("too old resource version: %d (%d)", rv, rv+1)
+	}
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	var body bytes.Buffer
 	contentType := "application/json"

@@ -130,6 +130,7 @@ type upgradeClient struct {
 	c      *client
 	inf    *informer
 	raw    *rawWatcher
+	log    *kretryLog // kretry's clients: its retries and give-ups
 	result upgradeResult
 }
 
@@ -166,11 +167,17 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 			var kcfg *transport.Config
 			if withKretry {
 				kcfg = &transport.Config{}
-				if os.Getenv(upgradeTraceEnv) != "" {
-					kcfg.Observer = &kretryLog{began: began, name: kind, trace: t.Logf}
-				}
 			}
-			uc := &upgradeClient{Name: name, Kind: kind, c: newClientWith(cfg, kcfg)}
+			uc := &upgradeClient{Name: name, Kind: kind}
+			if withKretry {
+				uc.log = &kretryLog{began: began, name: kind}
+				if os.Getenv(upgradeTraceEnv) != "" {
+					uc.log.trace = t.Logf
+				}
+				uc.log.mark()
+				kcfg.Observer = uc.log
+			}
+			uc.c = newClientWith(cfg, kcfg)
 			if kind == "raw watcher" {
 				uc.raw = startRawWatcher(t, began, uc.c.kube().CoreV1().ConfigMaps(ns), ls.resourceVersion, false)
 			} else {
@@ -395,7 +402,27 @@ func upgradeLine(p upgradeProfile, balance string, run int, clients []*upgradeCl
 				raw += " (never ended)"
 			}
 		}
-		fmt.Fprintf(&b, "  %s: fetches json/protobuf %s, %s;", name, strings.Join(fetches, "/"), raw)
+		fmt.Fprintf(&b, "  %s: fetches json/protobuf %s, %s", name, strings.Join(fetches, "/"), raw)
+		if name == "kretry" {
+			// A retry of a 410 on a new connection is one 410 the apiservers answered and one
+			// connection kretry opened that stock client-go would not have; a 410 handed over
+			// (a relist, or a raw watcher's end) is one more answered.
+			retried, handed := 0, 0
+			for _, uc := range clients {
+				if uc.log == nil {
+					continue
+				}
+				expired, _ := uc.log.since()
+				retried += expired
+				if uc.inf != nil {
+					handed += max(uc.result.Fetches-1, 0)
+				} else if strings.Contains(uc.result.Ended, "410") {
+					handed++
+				}
+			}
+			fmt.Fprintf(&b, ", 410s answered %d (%d retried on a new connection, %d handed over)", retried+handed, retried, handed)
+		}
+		b.WriteString(";")
 	}
 	fmt.Fprintf(&b, "  %d changes, %d writes failed", changes, fails)
 	return b.String()
