@@ -53,18 +53,25 @@ type GoneDecision struct {
 // about every other time, so six new connections left one resume in 64 its
 // 410, and twenty leave one in a million.
 //
-// Only a resume that reached an apiserver within expiredRetryBound of the
-// lost connection is retried: an apiserver restarting behind a balancer is
-// one of several, and the resume reaches another one, or the restarted one
-// straight after its start, in the second or so a balancer takes to try a
-// backend that is gone (1.2 s measured behind HAProxy). A client that met
-// refused or failing reopens for longer was cut off from every apiserver it
-// can reach: one restarted alone, or a control plane down, after which
-// every watch cache starts past its resume point and retries would only add
-// a request per client to the herd that relists (`make fleet`).
+// No search is made by a client that was cut off from every apiserver it
+// can reach (see Tracker.cutOff): one restarted alone, or a control plane
+// down, after which every watch cache starts past its resume point and
+// retries would only add requests per client to the herd that relists
+// (`make fleet`). What tells it is how its reopens failed, not how long
+// the answer took: an answer slow to arrive (a balancer trying a backend
+// that is gone before another, a loaded machine) came from an apiserver
+// that may be one of several. A refused connection has nothing behind its
+// address, no balancer: the client dials the apiserver itself (or a
+// Service address still routed to a stopped one), and refused reopens for
+// expiredRetryBound before the 410 mean that apiserver restarted and a new
+// connection reaches it again. Reopens that a balancer accepted and then
+// failed (EOF, reset, 503) are slow by nature, HAProxy giving a dead
+// backend three connect tries (about 3 s); they say every backend was gone
+// only once they went on for cutOffBound.
 const (
 	maxExpiredRetries = 20
 	expiredRetryBound = 3 * time.Second
+	cutOffBound       = 10 * time.Second
 )
 
 // maxGoneHold caps the hold of a 410 (see Gone). The hold spreads a fleet's
@@ -93,8 +100,8 @@ type expiredRun struct {
 // stream is handed over at once).
 //
 // A 410 that answered a resume after a lost connection (e.Resume) with the
-// watch cache's message, the resume having reached an apiserver within
-// expiredRetryBound of the loss, is retried at once on a new connection, on
+// watch cache's message, from a client not cut off from every apiserver
+// (see cutOff), is retried at once on a new connection, on
 // up to maxExpiredRetries new connections (a retry that rode the previous
 // 410's connection, see Expiry.Connection, is not counted), until
 // expiredRetryBound after the first 410 (GoneDecision.Until, which also
@@ -144,7 +151,7 @@ func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	counted := e.Connection == nil || e.Connection != run.conn
 	switch {
 	case !e.Resume, e.Oldest == "",
-		run.first.IsZero() && now.Sub(t.lostAt) >= expiredRetryBound,
+		run.first.IsZero() && t.cutOff(now),
 		counted && run.retries >= maxExpiredRetries,
 		!run.first.IsZero() && now.Sub(run.first) >= expiredRetryBound,
 		run.oldest != "" && run.oldest != e.Oldest,
@@ -162,6 +169,18 @@ func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	}
 	run.conn = e.Connection
 	return true
+}
+
+// cutOff reports whether the reopenings since the stream broke say the
+// client was cut off from every apiserver it can reach (see
+// expiredRetryBound): refused for expiredRetryBound until now, or failing
+// (refused or not) for cutOffBound until the last failure.
+func (t *Tracker) cutOff(now time.Time) bool {
+	if t.reopenFailed.IsZero() {
+		return false
+	}
+	return t.reopenRefused && now.Sub(t.lostAt) >= expiredRetryBound ||
+		t.reopenFailed.Sub(t.lostAt) >= cutOffBound
 }
 
 // tooOld is the watch cache's message for a resourceVersion older than the
