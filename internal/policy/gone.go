@@ -55,23 +55,18 @@ type GoneDecision struct {
 //
 // No search is made by a client that was cut off from every apiserver it
 // can reach (see Tracker.cutOff): one restarted alone, or a control plane
-// down, after which every watch cache starts past its resume point and
-// retries would only add requests per client to the herd that relists
-// (`make fleet`). What tells it is how its reopens failed, not how long
-// the answer took: an answer slow to arrive (a balancer trying a backend
-// that is gone before another, a loaded machine) came from an apiserver
-// that may be one of several. A refused connection has nothing behind its
-// address, no balancer: the client dials the apiserver itself (or a
-// Service address still routed to a stopped one), and refused reopens for
-// expiredRetryBound before the 410 mean that apiserver restarted and a new
-// connection reaches it again. Reopens that a balancer accepted and then
-// failed (EOF, reset, 503) are slow by nature, HAProxy giving a dead
-// backend three connect tries (about 3 s); they say every backend was gone
-// only once they went on for cutOffBound.
+// down, after which every watch cache starts past its resume point (at the
+// same oldest resourceVersion when nothing was written between their
+// starts) and retries would only add requests per client to the herd that
+// relists (`make fleet`, TestExpiredEverywhereIsOne410). A client whose
+// reopenings failed (refused, reset, closed by a balancer, 5xx) and whose
+// 410 came expiredRetryBound or more after the loss was cut off. One whose
+// reopenings did not fail was not, however long the answer took to come:
+// a balancer trying a stopped backend before another, or a loaded machine,
+// delays an answer from an apiserver that may be one of several.
 const (
 	maxExpiredRetries = 20
 	expiredRetryBound = 3 * time.Second
-	cutOffBound       = 10 * time.Second
 )
 
 // maxGoneHold caps the hold of a 410 (see Gone). The hold spreads a fleet's
@@ -172,15 +167,10 @@ func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 }
 
 // cutOff reports whether the reopenings since the stream broke say the
-// client was cut off from every apiserver it can reach (see
-// expiredRetryBound): refused for expiredRetryBound until now, or failing
-// (refused or not) for cutOffBound until the last failure.
+// client was cut off from every apiserver it can reach: one of them failed,
+// and expiredRetryBound has passed since the loss.
 func (t *Tracker) cutOff(now time.Time) bool {
-	if t.reopenFailed.IsZero() {
-		return false
-	}
-	return t.reopenRefused && now.Sub(t.lostAt) >= expiredRetryBound ||
-		t.reopenFailed.Sub(t.lostAt) >= cutOffBound
+	return !t.reopenFailed.IsZero() && now.Sub(t.lostAt) >= expiredRetryBound
 }
 
 // tooOld is the watch cache's message for a resourceVersion older than the

@@ -64,9 +64,8 @@ func TestGone(t *testing.T) {
 }
 
 // TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
-// a lost connection is retried on a new connection: unless the reopens say
-// the client was cut off from every apiserver (refused for 3 s, or failing
-// for 10 s), on up to twenty new connections
+// a lost connection is retried on a new connection: unless a reopening
+// failed and the 410 came 3 s or more after the loss, on up to twenty new connections
 // until 3 s after the first 410, while the watch cache names the same oldest
 // resourceVersion, under the budget and the deadline; progress starts over.
 // Every case begins with the stream's break (the lost connection).
@@ -86,9 +85,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// arrives and the stream breaks again.
 		progressAt int
 		// reopens are failed reopenings after the break, before the first
-		// 410: each at its time since the break, refused or not (an EOF
-		// through a balancer).
-		reopens []reopen
+		// 410, each at its time since the break.
+		reopens []time.Duration
 	}{
 		// Fails before: six retries, and behind round robin one resume in
 		// 64 met the fresh apiserver every time.
@@ -108,25 +106,19 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: ridden(over, 20), want: append(slices.Repeat([]bool{true}, 40), false)},
 		// Fails before: a resume refused for 10 s (one apiserver restarted,
 		// or all of them) was retried three more times at its 410.
-		{name: "reopens refused, the 410 3s after the loss: at once",
-			reopens: []reopen{{0, true}, {1500 * time.Millisecond, true}},
+		{name: "reopens failed, the 410 3s after the loss: at once",
+			reopens: []time.Duration{0, 1500 * time.Millisecond},
 			gones:   []policy.Expiry{fresh}, waits: []time.Duration{1500 * time.Millisecond}, want: []bool{false}},
-		{name: "reopens refused, the 410 within 3s of the loss: retried",
-			reopens: []reopen{{0, true}, {1500 * time.Millisecond, true}},
+		{name: "reopens failed, the 410 within 3s of the loss: retried",
+			reopens: []time.Duration{0, 1500 * time.Millisecond},
 			gones:   []policy.Expiry{fresh}, waits: []time.Duration{1400 * time.Millisecond}, want: []bool{true}},
 		// Fails before: behind HAProxy at a cloud balancer's pace on a
 		// loaded machine, the first resume was answered 3.1 s after the
 		// loss, by the restarted apiserver while the other held the point.
 		{name: "no reopen failed, the answer 3.1s after the loss: retried",
 			gones: []policy.Expiry{fresh}, waits: []time.Duration{3100 * time.Millisecond}, want: []bool{true}},
-		{name: "reopens a balancer failed (EOF) until 9.9s: retried",
-			reopens: []reopen{{3 * time.Second, false}, {9900 * time.Millisecond, false}},
-			gones:   []policy.Expiry{fresh}, waits: []time.Duration{3 * time.Second}, want: []bool{true}},
-		{name: "reopens a balancer failed (EOF) until 10s, every backend gone: at once",
-			reopens: []reopen{{3 * time.Second, false}, {10 * time.Second, false}},
-			gones:   []policy.Expiry{fresh}, want: []bool{false}},
 		{name: "progress clears the reopens of the break before",
-			reopens: []reopen{{0, true}, {4 * time.Second, true}},
+			reopens: []time.Duration{0, 4 * time.Second},
 			gones:   []policy.Expiry{fresh, fresh}, waits: []time.Duration{0, 0}, progressAt: 1, want: []bool{false, true}},
 		{name: "progress starts the count over",
 			gones: repeatExpiry(fresh, 22), progressAt: 21, want: append(append(slices.Repeat([]bool{true}, 20), false), true)},
@@ -145,9 +137,9 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			}
 			tracker.Break()
 			lost := clock.Now()
-			for _, r := range tt.reopens {
-				clock.Advance(lost.Add(r.at).Sub(clock.Now()))
-				tracker.Decide(policy.Outcome{Class: policy.InternalError, NoAnswer: true, Refused: r.refused})
+			for _, at := range tt.reopens {
+				clock.Advance(lost.Add(at).Sub(clock.Now()))
+				tracker.Decide(policy.Outcome{Class: policy.InternalError, NoAnswer: true})
 			}
 			for i, gone := range tt.gones {
 				if i < len(tt.waits) {
@@ -226,10 +218,4 @@ func TestOldestInCache(t *testing.T) {
 			t.Errorf("OldestInCache(%q) = %q, want %q", message, got, want)
 		}
 	}
-}
-
-// reopen is a failed reopening of a watch, at its time since the break.
-type reopen struct {
-	at      time.Duration
-	refused bool
 }

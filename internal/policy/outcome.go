@@ -55,12 +55,6 @@ type Outcome struct {
 	// server may be gone, and every client that lost it will come back when
 	// it returns, so the backoff is drawn with a wider spread (see Tracker).
 	NoAnswer bool
-	// Refused is set when the connection was refused: nothing listened at
-	// the address, so no load balancer accepted it and tried its backends.
-	// The client dials the apiserver itself (or a Service address still
-	// routed to a stopped one), and for a restarted one a new connection
-	// reaches the same apiserver again (see Tracker.Gone).
-	Refused bool
 }
 
 // ClassifyStatus classifies an HTTP status code, or the code of a
@@ -110,12 +104,6 @@ func ClassifyError(err error) Class {
 		}
 	}
 	return Deliver
-}
-
-// NoAnswer is the outcome of an attempt that ended with err before a
-// response arrived.
-func NoAnswer(err error) Outcome {
-	return Outcome{Class: ClassifyError(err), NoAnswer: true, Refused: utilnet.IsConnectionRefused(err)}
 }
 
 // classifyStreamError classifies an HTTP/2 stream reset before a response:

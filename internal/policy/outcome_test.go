@@ -133,32 +133,6 @@ func TestClassifyError(t *testing.T) {
 	}
 }
 
-// TestNoAnswer pins which failures before a response say the connection
-// was refused: only a refused dial, which no balancer accepted.
-func TestNoAnswer(t *testing.T) {
-	opError := func(op string, errno syscall.Errno) error {
-		return &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}}
-	}
-	tests := []struct {
-		name    string
-		err     error
-		refused bool
-	}{
-		{"refused dial", opError("dial", syscall.ECONNREFUSED), true},
-		{"reset", opError("read", syscall.ECONNRESET), false},
-		{"EOF in the TLS handshake (a balancer closed it)", &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, false},
-		{"timeout", timeoutError{}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := policy.NoAnswer(tt.err)
-			if want := (policy.Outcome{Class: policy.InternalError, NoAnswer: true, Refused: tt.refused}); got != want {
-				t.Errorf("NoAnswer(%v) = %+v, want %+v", tt.err, got, want)
-			}
-		})
-	}
-}
-
 func TestClassString(t *testing.T) {
 	for class, want := range map[policy.Class]string{
 		policy.Deliver:         "Deliver",

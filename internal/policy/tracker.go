@@ -99,13 +99,11 @@ type Tracker struct {
 	settled bool
 	// expired is the run of 410s that answered resumes (see Gone).
 	expired expiredRun
-	// lostAt is when the stream last broke (see Break); reopenRefused and
-	// reopenFailed are what its reopenings met since: whether one was
-	// refused, and when the last one failed (zero: none did). They decide
-	// whether a resume's 410 is retried (Gone).
-	lostAt        time.Time
-	reopenRefused bool
-	reopenFailed  time.Time
+	// lostAt is when the stream last broke (see Break), and reopenFailed
+	// when one of its reopenings last failed since (zero: none did). They
+	// decide whether a resume's 410 is retried (Gone).
+	lostAt       time.Time
+	reopenFailed time.Time
 }
 
 // Decide returns what to do after an attempt ended with o. It is the one
@@ -163,7 +161,6 @@ func (t *Tracker) decide(o Outcome) Decision {
 		t.failed(now)
 		if !t.lostAt.IsZero() {
 			t.reopenFailed = now
-			t.reopenRefused = t.reopenRefused || o.Refused
 		}
 	}
 	switch o.Class {
@@ -218,7 +215,7 @@ func (t *Tracker) Break() Decision {
 	t.settled = false
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
-	t.lostAt, t.reopenRefused, t.reopenFailed = now, false, time.Time{}
+	t.lostAt, t.reopenFailed = now, time.Time{}
 	if t.progressed {
 		t.progressed = false
 		return t.beforeDeadline(Decision{Retry: true})
