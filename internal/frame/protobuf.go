@@ -314,43 +314,52 @@ var pbEntered = [...]int{
 	pbStatusDetails: msgStatusDetails,
 }
 
+// pbActions names, for each message, the fields walk does more with than
+// skip them: length-delimited fields kept or entered, and the varint fields
+// whose value general reads (pbGeneral). Every other field is skipped.
+var pbActions = [msgCount]map[int]pbAction{
+	msgWatchEvent:    {1: pbKeepType, 2: pbRawExtension},
+	msgRawExtension:  {1: pbKeepRaw},
+	msgUnknown:       {1: pbTypeMeta, 2: pbKeepObject},
+	msgTypeMeta:      {1: pbKeepAPIVersion, 2: pbKeepKind},
+	msgObject:        {1: pbObjectMeta},
+	msgObjectMeta:    {6: pbKeepResourceVersion, 12: pbAnnotation},
+	msgStatus:        {1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral},
+	msgStatusDetails: {5: pbGeneral},
+}
+
 // oneByteTags gives, for each message the scanner walks, the action for
 // each one-byte tag; for a known length-delimited field it is also what
-// general does with it. It must agree with wireTypes: an action other than
-// pbGeneral only where general would read a length (a varint, for
-// pbSkipVarint) and do the same.
-var oneByteTags = [msgCount][0x80]pbAction{
-	msgWatchEvent:    bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
-	msgRawExtension:  bytesFields(map[int]pbAction{1: pbKeepRaw}),
-	msgUnknown:       bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
-	msgTypeMeta:      bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
-	msgObject:        bytesFields(map[int]pbAction{1: pbObjectMeta}),
-	msgObjectMeta:    withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
-	msgStatus:        bytesFields(map[int]pbAction{1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral}),
-	msgListMeta:      bytesFields(map[int]pbAction{4: pbGeneral}),
-	msgStatusDetails: bytesFields(map[int]pbAction{5: pbGeneral}),
-}
+// general does with it. It is made from wireTypes and pbActions, so walk
+// and general read each field alike.
+var oneByteTags = oneByteTable()
 
-// bytesFields is a row of oneByteTags: the length-delimited fields 1-15
-// as given, the others skipped; every other tag general.
-func bytesFields(actions map[int]pbAction) [0x80]pbAction {
-	var row [0x80]pbAction
-	for num := 1; num < 16; num++ {
-		action, ok := actions[num]
-		if !ok {
-			action = pbSkip
+// oneByteTable makes oneByteTags: a field's action where its tag has the
+// wire type wireTypes gives it (the length-delimited wire type for a field
+// the message does not know: skipped by its length), pbGeneral for every
+// other tag, which general reads or refuses as the generated code does.
+func oneByteTable() (table [msgCount][0x80]pbAction) {
+	for msg := range table {
+		for num := 1; num < 16; num++ {
+			wire, skip := int8(bytesField), pbSkip
+			if num < len(wireTypes[msg]) && wireTypes[msg][num] == varintField {
+				wire, skip = varintField, pbSkipVarint
+			}
+			action, ok := pbActions[msg][num]
+			if !ok {
+				action = skip
+			}
+			table[msg][num<<3|int(wire-1)] = action
 		}
-		row[num<<3|int(protowire.BytesType)] = action
+		for num, action := range pbActions[msg] {
+			// A kept field needs a one-byte tag and a length: general finds
+			// its action here.
+			if num >= 16 || (action == pbGeneral) != (wireTypes[msg][num] == varintField) {
+				panic("frame: pbActions disagrees with wireTypes")
+			}
+		}
 	}
-	return row
-}
-
-// withVarints is row with the varint fields nums skipped.
-func withVarints(row [0x80]pbAction, nums ...int) [0x80]pbAction {
-	for _, num := range nums {
-		row[num<<3|int(protowire.VarintType)] = pbSkipVarint
-	}
-	return row
+	return table
 }
 
 // walk reads the fields of message msg, b[i:], as its generated Unmarshal
