@@ -23,7 +23,8 @@ func FuzzScanCBOR(f *testing.F)     { fuzzScan(f, CBOR) }
 
 // fuzzScan checks, for any input, that the Scanner agrees with client-go's
 // decoders (compareWithOracle: same frames, same types, RVs and Status
-// fields, errors at the same place) and that how the input is cut into reads
+// fields, errors at the same place), that the CBOR and protobuf fast paths
+// read what the exact paths read, and that how the input is cut into reads
 // does not change anything it returns, read into the Scanner's buffer or
 // scanned in place in caller's slices of random sizes (checkInPlace).
 func fuzzScan(f *testing.F, enc Encoding) {
@@ -32,9 +33,12 @@ func fuzzScan(f *testing.F, enc Encoding) {
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		compareWithOracle(t, enc, stream)
-		if enc == CBOR {
-			var fast int
+		var fast int
+		switch enc {
+		case CBOR:
 			checkFastPath(t, stream, &fast)
+		case Protobuf:
+			checkProtoFastPaths(t, stream, &fast)
 		}
 		whole := scanSummary(t, bytes.NewReader(stream), enc)
 		for _, r := range []io.Reader{

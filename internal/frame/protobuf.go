@@ -81,6 +81,9 @@ type protoScanner struct {
 	// bookmark is set while a BOOKMARK's object is walked: only there do
 	// the annotations matter (initial-events-end).
 	bookmark bool
+	// walkOnly turns the envelope and ObjectMeta fast paths off, for the
+	// tests that check they record what walk records (checkProtoFastPaths).
+	walkOnly bool
 }
 
 // field returns the bytes of the field action kept, in body.
@@ -91,7 +94,7 @@ type pbSpan struct{ start, end int }
 
 func (sp pbSpan) in(body []byte) []byte { return body[sp.start:sp.end] }
 
-func (p *protoScanner) reset() { *p = protoScanner{} }
+func (p *protoScanner) reset() { *p = protoScanner{walkOnly: p.walkOnly} }
 
 // nextProtobuf is Scan for protobuf streams.
 func (s *Scanner) nextProtobuf(f *Frame) error {
@@ -169,7 +172,7 @@ func (p *protoScanner) event(body []byte, ev *Event) error {
 	if len(body) == 0 {
 		return errProtoEmpty
 	}
-	envelope := p.envelope(body)
+	envelope := !p.walkOnly && p.envelope(body)
 	if !envelope {
 		if err := p.walk(msgWatchEvent, body, 0); err != nil {
 			return err
@@ -314,43 +317,52 @@ var pbEntered = [...]int{
 	pbStatusDetails: msgStatusDetails,
 }
 
+// pbActions names, for each message, the fields walk does more with than
+// skip them: length-delimited fields kept or entered, and the varint fields
+// whose value general reads (pbGeneral). Every other field is skipped.
+var pbActions = [msgCount]map[int]pbAction{
+	msgWatchEvent:    {1: pbKeepType, 2: pbRawExtension},
+	msgRawExtension:  {1: pbKeepRaw},
+	msgUnknown:       {1: pbTypeMeta, 2: pbKeepObject},
+	msgTypeMeta:      {1: pbKeepAPIVersion, 2: pbKeepKind},
+	msgObject:        {1: pbObjectMeta},
+	msgObjectMeta:    {6: pbKeepResourceVersion, 12: pbAnnotation},
+	msgStatus:        {1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral},
+	msgStatusDetails: {5: pbGeneral},
+}
+
 // oneByteTags gives, for each message the scanner walks, the action for
 // each one-byte tag; for a known length-delimited field it is also what
-// general does with it. It must agree with wireTypes: an action other than
-// pbGeneral only where general would read a length (a varint, for
-// pbSkipVarint) and do the same.
-var oneByteTags = [msgCount][0x80]pbAction{
-	msgWatchEvent:    bytesFields(map[int]pbAction{1: pbKeepType, 2: pbRawExtension}),
-	msgRawExtension:  bytesFields(map[int]pbAction{1: pbKeepRaw}),
-	msgUnknown:       bytesFields(map[int]pbAction{1: pbTypeMeta, 2: pbKeepObject}),
-	msgTypeMeta:      bytesFields(map[int]pbAction{1: pbKeepAPIVersion, 2: pbKeepKind}),
-	msgObject:        bytesFields(map[int]pbAction{1: pbObjectMeta}),
-	msgObjectMeta:    withVarints(bytesFields(map[int]pbAction{6: pbKeepResourceVersion, 7: pbGeneral, 10: pbGeneral, 12: pbAnnotation}), 7, 10),
-	msgStatus:        bytesFields(map[int]pbAction{1: pbListMeta, 4: pbKeepReason, 5: pbStatusDetails, 6: pbGeneral}),
-	msgListMeta:      bytesFields(map[int]pbAction{4: pbGeneral}),
-	msgStatusDetails: bytesFields(map[int]pbAction{5: pbGeneral}),
-}
+// general does with it. It is made from wireTypes and pbActions, so walk
+// and general read each field alike.
+var oneByteTags = oneByteTable()
 
-// bytesFields is a row of oneByteTags: the length-delimited fields 1-15
-// as given, the others skipped; every other tag general.
-func bytesFields(actions map[int]pbAction) [0x80]pbAction {
-	var row [0x80]pbAction
-	for num := 1; num < 16; num++ {
-		action, ok := actions[num]
-		if !ok {
-			action = pbSkip
+// oneByteTable makes oneByteTags: a field's action where its tag has the
+// wire type wireTypes gives it (the length-delimited wire type for a field
+// the message does not know: skipped by its length), pbGeneral for every
+// other tag, which general reads or refuses as the generated code does.
+func oneByteTable() (table [msgCount][0x80]pbAction) {
+	for msg := range table {
+		for num := 1; num < 16; num++ {
+			wire, skip := int8(bytesField), pbSkip
+			if num < len(wireTypes[msg]) && wireTypes[msg][num] == varintField {
+				wire, skip = varintField, pbSkipVarint
+			}
+			action, ok := pbActions[msg][num]
+			if !ok {
+				action = skip
+			}
+			table[msg][num<<3|int(wire-1)] = action
 		}
-		row[num<<3|int(protowire.BytesType)] = action
+		for num, action := range pbActions[msg] {
+			// A kept field needs a one-byte tag and a length: general finds
+			// its action here.
+			if num >= 16 || (action == pbGeneral) != (wireTypes[msg][num] == varintField) {
+				panic("frame: pbActions disagrees with wireTypes")
+			}
+		}
 	}
-	return row
-}
-
-// withVarints is row with the varint fields nums skipped.
-func withVarints(row [0x80]pbAction, nums ...int) [0x80]pbAction {
-	for _, num := range nums {
-		row[num<<3|int(protowire.VarintType)] = pbSkipVarint
-	}
-	return row
+	return table
 }
 
 // walk reads the fields of message msg, b[i:], as its generated Unmarshal
@@ -434,7 +446,7 @@ func (p *protoScanner) objectMeta(b []byte, i int) error {
 // ends with b.
 func (p *protoScanner) act(action pbAction, b []byte, start, end int) error {
 	switch {
-	case action == pbObjectMeta:
+	case action == pbObjectMeta && !p.walkOnly:
 		return p.objectMeta(b[:end], start)
 	case action >= pbRawExtension:
 		return p.walk(pbEntered[action], b[:end], start)

@@ -3,13 +3,19 @@ package frame
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/iotest"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kretry/kretry/internal/harness/fixture"
 )
 
 // Hand-built protobuf frames, for the shapes the serializer never writes.
@@ -354,3 +360,115 @@ type limitedReads struct {
 }
 
 func (c *limitedReads) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// TestOneByteTagsAgreeWithGeneral: for every message and one-byte tag, walk
+// (through oneByteTags) records what general alone records, and fails the
+// same way, on a field of each length form and one that runs past its end.
+func TestOneByteTagsAgreeWithGeneral(t *testing.T) {
+	payloads := [][]byte{
+		{0}, {1, 'x'}, {0x7f}, {0x81, 0x01}, {0x80}, {0x80, 0x80, 0x01}, {5, 'a'},
+		append([]byte{0x90, 0x01}, bytes.Repeat([]byte{'y'}, 0x90)...),
+		append([]byte{3}, pbString(nil, 1, "k")...),
+	}
+	for msg := range msgCount {
+		for tag := range 0x80 {
+			for _, payload := range payloads {
+				b := append([]byte{byte(tag)}, payload...)
+				var viaTable, viaGeneral protoScanner
+				viaTable.bookmark, viaGeneral.bookmark = true, true
+				tableErr := viaTable.walk(msg, b, 0)
+				var generalErr error
+				for i := 0; i < len(b) && generalErr == nil; {
+					i, generalErr = viaGeneral.general(msg, b, i)
+				}
+				if viaTable != viaGeneral || tableErr != generalErr {
+					t.Fatalf("message %d, field % x: walk %+v, %v; general %+v, %v", msg, b, viaTable, tableErr, viaGeneral, generalErr)
+				}
+			}
+		}
+	}
+}
+
+// TestProtobufFastPathsMatchWalk: on every seed, hand-written case, real
+// and benchmarked event, recorded stream and fuzz corpus input, the
+// envelope and ObjectMeta fast paths record what walk alone records.
+func TestProtobufFastPathsMatchWalk(t *testing.T) {
+	streams := seedStreams(t, Protobuf) // the hand-written protobufFrameCases among them
+	streams = append(streams, encodeEvents(t, Protobuf, realEvents()...))
+	for _, bs := range benchSizes {
+		stream, _ := benchStream(t, Protobuf, bs.size)
+		streams = append(streams, stream)
+	}
+	for _, name := range []string{"watch-protobuf", "watch-list-protobuf", "watch-expired-compacted-protobuf"} {
+		f, err := fixture.Load(filepath.Join("..", "..", "conformance", "testdata", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range f.Exchanges {
+			if enc, ok := EncodingFor(ex.Response.ContentType()); ok && enc == Protobuf {
+				streams = append(streams, ex.Response.Body())
+			}
+		}
+	}
+	streams = append(streams, fuzzCorpus(t, "FuzzScanProtobuf")...)
+	fast := 0
+	for _, stream := range streams {
+		checkProtoFastPaths(t, stream, &fast)
+	}
+	if fast < 50 {
+		t.Fatalf("only %d frames took the envelope fast path", fast)
+	}
+}
+
+// checkProtoFastPaths reads every whole frame of stream with the fast
+// paths and with walk alone, compares what each records and returns, and
+// counts the frames whose envelope the fast path read.
+func checkProtoFastPaths(t testing.TB, stream []byte, fast *int) {
+	t.Helper()
+	for len(stream) >= 4 {
+		total := 4 + int(binary.BigEndian.Uint32(stream))
+		if total < 4 || total > len(stream) {
+			return
+		}
+		body := stream[4:total]
+		stream = stream[total:]
+		var withFast, walkOnly protoScanner
+		walkOnly.walkOnly = true
+		var fastEv, walkEv Event
+		fastErr := withFast.event(body, &fastEv)
+		walkErr := walkOnly.event(body, &walkEv)
+		walkOnly.walkOnly = false
+		if withFast != walkOnly || !equalEvent(fastEv, walkEv) || fmt.Sprint(fastErr) != fmt.Sprint(walkErr) {
+			t.Fatalf("fast paths: %+v, %+v, %v\nwalk: %+v, %+v, %v\n% x", withFast, fastEv, fastErr, walkOnly, walkEv, walkErr, body)
+		}
+		if len(body) > 0 && new(protoScanner).envelope(body) {
+			*fast++
+		}
+	}
+}
+
+// fuzzCorpus returns the inputs of testdata/fuzz/target.
+func fuzzCorpus(t testing.TB, target string) [][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", target, "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus for %s: %v", target, err)
+	}
+	var inputs [][]byte
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
+			t.Fatalf("%s: not one []byte input", file)
+		}
+		input, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		inputs = append(inputs, []byte(input))
+	}
+	return inputs
+}
