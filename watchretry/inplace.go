@@ -16,7 +16,7 @@ const minInPlace = 4 << 10
 // scans p in place and hands the caller the prefix that ends on the last
 // whole frame delivered. Only the tail of a frame not yet whole is copied,
 // back into the scanner's buffer, for the next read. Every frame goes
-// through onFrame exactly as on the buffered path, so the contract is the
+// through next exactly as on the buffered path, so the contract is the
 // same: only whole frames, the resume point moves on whole valid frames,
 // and a frame the stream does not deliver (an absorbed ERROR event) ends
 // the prefix.
@@ -29,25 +29,25 @@ func (s *stream) readInPlace(p []byte) (int, bool) {
 		s.skipInPlace--
 		return 0, false
 	}
-	if len(p) < minInPlace || (s.state != streaming && s.state != draining) || !s.scanner.Lend(p) {
+	if len(p) < minInPlace || (s.m.phase != streaming && s.m.phase != draining) || !s.scanner.Lend(p) {
 		return 0, false
 	}
 	held := 0 // the bytes of a frame Scan returned that the stream does not deliver
 	var f frame.Frame
-	for s.state == streaming || s.state == draining {
+	for s.m.phase == streaming || s.m.phase == draining {
 		err := s.scanner.Scan(&f)
 		if errors.Is(err, frame.ErrNeedMore) {
 			break
 		}
 		if err != nil {
 			n := s.scanner.Return()
-			s.onScanError(err)
+			s.handle(s.scanError(err))
 			// The separators after the last whole frame (Trailing) follow
 			// it in p: they are the caller's along with it.
 			n += s.unheld()
 			return n, n > 0
 		}
-		s.onFrame(&f)
+		s.handle(frameEvent(&f))
 		if !s.hasPending() {
 			// Not delivered (an absorbed ERROR event): the stream breaks or
 			// ends here, and the frame's bytes, the last Return counts, are
