@@ -52,11 +52,6 @@ type stream struct {
 	// separator the server wrote after it (the caller's slice ended at
 	// the frame's end): the next Read hands it over as soon as it is read.
 	owesSeparator bool
-
-	// skipInPlace counts reads of at least minInPlace bytes left to take
-	// the buffered path after a frame did not fit in the caller's slice
-	// (see readInPlace).
-	skipInPlace int
 }
 
 func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, params watchParams, deadline time.Time) *stream {
@@ -98,20 +93,6 @@ func (s *stream) Read(p []byte) (int, error) {
 		case done:
 			return 0, s.m.err
 		case streaming, draining:
-			// A slice too small to scan in place (client-go's protobuf
-			// framer reads the 4-byte length first) takes the buffered
-			// path at once.
-			if len(p) >= minInPlace {
-				if n, ok := s.readInPlace(p); ok {
-					return n, nil
-				}
-				if s.m.phase != streaming && s.m.phase != draining {
-					// It met a break or an end, and handled it: the new
-					// phase acts next. Reading on would report the
-					// scanner's error a second time.
-					continue
-				}
-			}
 			s.handle(s.readFrame())
 		case waiting:
 			s.handle(s.sleep())
@@ -129,14 +110,6 @@ func (s *stream) hold(b []byte) { s.pending, s.sent = b, 0 }
 
 // hasPending reports whether held bytes remain for the caller.
 func (s *stream) hasPending() bool { return s.sent < len(s.pending) }
-
-// unheld drops what remains of the held bytes and returns how many there
-// were.
-func (s *stream) unheld() int {
-	n := len(s.pending) - s.sent
-	s.sent = len(s.pending)
-	return n
-}
 
 // Close ends the stream at once: a wait in progress, a resume in flight and
 // a blocked Read all return, and Read then reports a clean end. No
@@ -462,3 +435,16 @@ func (e *stallError) Error() string {
 }
 
 func (e *stallError) Unwrap() error { return e.err }
+
+// endsWithSpace reports whether a JSON frame ends with the separator the
+// server wrote after it.
+func endsWithSpace(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[len(raw)-1] {
+	case ' ', '\n', '\r', '\t':
+		return true
+	}
+	return false
+}
