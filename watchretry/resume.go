@@ -78,10 +78,12 @@ type resumePoint struct {
 	// reused, so tracking it does not allocate per event.
 	rv    []byte
 	known bool
+	// invalid counts the invalid frames met since the point last moved.
+	invalid int
 }
 
-func newResumePoint(params watchParams) *resumePoint {
-	point := &resumePoint{initial: params.initial}
+func newResumePoint(params watchParams) resumePoint {
+	point := resumePoint{initial: params.initial}
 	if params.initial == initialComplete {
 		point.rv, point.known = []byte(params.resourceVersion), true
 	}
@@ -116,6 +118,7 @@ func (p *resumePoint) observe(event *frame.Event) bool {
 		p.rv = append(p.rv[:0], rv...)
 	}
 	p.known = true
+	p.invalid = 0
 	return true
 }
 
