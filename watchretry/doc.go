@@ -33,5 +33,6 @@
 // exactly the WATCH requests. New is for callers that route requests
 // themselves: every request it is given must be a WATCH.
 //
-// The stream is one small state machine; see stream.go.
+// The stream is one state machine: machine.go holds its states, events and
+// the pure next(state, event) that decides; stream.go does the I/O.
 package watchretry
