@@ -159,9 +159,7 @@ func (t *Tracker) decide(o Outcome) Decision {
 	now := cfg.Clock.Now()
 	if o.Class != Deliver {
 		t.failed(now)
-		if !t.lostAt.IsZero() {
-			t.reopenFailed = now
-		}
+		t.reopenFailed = now // Break starts it over: only a reopening's failure counts
 	}
 	switch o.Class {
 	case TooManyRequests:
