@@ -105,14 +105,12 @@ PAIRS := TypedWatchPair/.*/protobuf/1KiB:100 TypedWatchPair/.*/protobuf/64KiB:60
 bench-watch:
 	$(GO) test -c -o transport.bench.test ./transport/
 	$(GO) test -c -o watchretry.bench.test ./watchretry/
-	$(GO) test -c -o frame.bench.test ./internal/frame/
 	@set -e; echo "# start: $$(cat /proc/loadavg)" > bench-watch.txt; for pair in $(PAIRS); do \
 		name=$${pair%%:*}; n=$${pair##*:}; bin=./watchretry.bench.test; \
 		case $$name in TypedWatchPair*) bin=./transport.bench.test;; esac; \
 		$$bin -test.run '^$$' -test.bench "$$name" -test.benchtime $${n}x -test.count 5 | tee -a bench-watch.txt; \
 	done
 	./transport.bench.test -test.run '^$$' -test.bench 'WatchRaw8KiB' -test.count 5 | tee -a bench-watch.txt
-	./frame.bench.test -test.run '^$$' -test.bench 'ScanLent8KiB' -test.count 5 | tee -a bench-watch.txt
 	@echo "# end: $$(cat /proc/loadavg)" >> bench-watch.txt
 	$(GO) run $(BENCHSTAT) bench-watch.txt
 
@@ -128,8 +126,8 @@ callgrind-read:
 	done
 
 ## fuzz: each fuzz target for $(FUZZTIME) (go test -fuzz takes one target at a time). The scanners'
-## targets also scan in lent slices (in place); watchretry's read the resuming body with random
-## read sizes over random cuts.
+## targets compare with client-go's decoders and with their own exact paths; watchretry's read the
+## resuming body with random read sizes over random cuts.
 FUZZ_TARGETS := ./internal/frame:FuzzScanJSON ./internal/frame:FuzzScanProtobuf ./internal/frame:FuzzScanCBOR \
 	./watchretry:FuzzResumeJSON ./watchretry:FuzzResumeProtobuf ./cmd/kretry-proxy/proxy:FuzzGuard
 fuzz:

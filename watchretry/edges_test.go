@@ -191,11 +191,11 @@ func TestParametersAsTheServerReadsThem(t *testing.T) {
 	})
 }
 
-// TestAbsorbedErrorNotDeliveredInPlace: a caller reading with large slices
-// (a proxy's io.Copy) gets the stream scanned in place; an ERROR 500 event
+// TestAbsorbedErrorNotDeliveredInALargeRead: a caller reading with large slices
+// (a proxy's io.Copy) gets many frames a read; an ERROR 500 event
 // the stream absorbs must not be among the bytes handed over. Found by the
 // kretry-proxy e2e: kubectl and the Python client saw the ERROR events.
-func TestAbsorbedErrorNotDeliveredInPlace(t *testing.T) {
+func TestAbsorbedErrorNotDeliveredInALargeRead(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
 			added := event(t, ct, watch.Added, configMap("a", "101"))

@@ -15,7 +15,7 @@ import (
 // blocked until another event arrived, and a line reader ran one behind.
 func TestSeparatorNotHeldBack(t *testing.T) {
 	cm := configMap("a", "101")
-	cm.Data = map[string]string{"key": strings.Repeat("x", 8<<10)} // read in place
+	cm.Data = map[string]string{"key": strings.Repeat("x", 8<<10)} // larger than a small read
 	ev := event(t, jsonStream, watch.Added, cm)
 	srv := newServer(t, jsonStream, reply{body: ev, hold: true})
 	resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)

@@ -10,10 +10,7 @@ import (
 // nextJSON is Scan for JSON streams.
 func (s *Scanner) nextJSON() (Frame, error) {
 	j := &s.json
-	if !j.resume {
-		j.reset()
-	}
-	j.resume = false
+	j.reset()
 	for {
 		b := s.buf[s.start:s.end]
 		status, err := j.scan(b)

@@ -58,10 +58,6 @@ type jsonScanner struct {
 	facts    jsonFacts
 	scratch  []byte // unquoted keys and values, reused
 	rvBuf    []byte // unquoted resourceVersion, reused
-	// resume is set when a lent buffer ran out inside the frame (Next
-	// returned ErrNeedMore): the next scan goes on from pos instead of
-	// reading the frame's first bytes again.
-	resume bool
 }
 
 func (j *jsonScanner) reset() {

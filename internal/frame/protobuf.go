@@ -150,7 +150,7 @@ func (s *Scanner) fillFrame(total int) bool {
 // fillLarge is fillFrame for a frame of at least largeFrame bytes, not yet
 // whole in the buffer.
 func (s *Scanner) fillLarge(total int) bool {
-	if s.readErr != nil || s.lent.active {
+	if s.readErr != nil {
 		return s.fill()
 	}
 	if s.start > 0 && s.start+total > len(s.buf) {

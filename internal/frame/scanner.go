@@ -38,9 +38,6 @@ type Scanner struct {
 	proto protoScanner
 	cbor  cborScanner
 
-	lent     lent // set between Lend and Return
-	needMore bool // a lent buffer ran out: Next returns ErrNeedMore
-
 	// lastFrame is the length of the last protobuf frame, its prefix
 	// included: the next frame's is likely the same (see fillFrame).
 	lastFrame int
@@ -65,10 +62,6 @@ func (s *Scanner) Reset(r io.Reader) {
 	s.r = r
 	s.start, s.end, s.offset, s.returned = 0, 0, 0, 0
 	s.readErr, s.err, s.trailing = nil, nil, nil
-	if s.lent.active {
-		s.buf, s.lent = s.lent.own, lent{}
-	}
-	s.needMore = false
 	s.lastFrame = 0
 	s.json.reset()
 	s.proto.reset()
@@ -110,17 +103,6 @@ func (s *Scanner) Scan(f *Frame) error {
 		*f = Frame{}
 		return s.fail(errors.New("frame: unknown encoding " + s.encoding.String()))
 	}
-	if s.lent.active {
-		if s.needMore {
-			// Not an end: the bytes stay held, and Next reads on after Return,
-			// from where the scan stopped (positions are frame-relative).
-			s.needMore, s.err, s.trailing = false, nil, nil
-			s.json.resume = true
-			*f = Frame{}
-			return ErrNeedMore
-		}
-		s.lent.delivered = s.lent.delivered || err == nil
-	}
 	return err
 }
 
@@ -135,7 +117,7 @@ func (s *Scanner) Trailing() []byte { return s.trailing }
 func (s *Scanner) consume(n int) {
 	s.start += n
 	s.offset += int64(n)
-	if s.start == s.end && !s.lent.active {
+	if s.start == s.end {
 		s.start, s.end = 0, 0
 	}
 }
@@ -146,9 +128,6 @@ func (s *Scanner) consume(n int) {
 func (s *Scanner) fill() bool {
 	if s.readErr != nil {
 		return false
-	}
-	if s.lent.active {
-		return s.lentFill()
 	}
 	s.makeRoom()
 	return s.read(len(s.buf))

@@ -4,11 +4,10 @@ package frame
 // last frame Next returned, reading once from the stream if nothing is
 // buffered: a frame whose newline had not arrived when it was returned gets
 // it as soon as it arrives, so a reader that splits lines does not run one
-// event behind. It returns nil for protobuf and CBOR, while a buffer is
-// lent, after an error, and when the next byte starts a frame. A read error
+// event behind. It returns nil for protobuf and CBOR, after an error, and when the next byte starts a frame. A read error
 // is kept for the next call to Next. The bytes are valid until then.
 func (s *Scanner) Separator() []byte {
-	if s.encoding != JSON || s.err != nil || s.lent.active {
+	if s.encoding != JSON || s.err != nil {
 		return nil
 	}
 	s.consume(s.returned)

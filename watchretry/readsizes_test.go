@@ -24,8 +24,8 @@ import (
 func FuzzResumeJSON(f *testing.F)     { fuzzResume(f, jsonStream) }
 func FuzzResumeProtobuf(f *testing.F) { fuzzResume(f, protoStream) }
 
-// fuzzResume drives the resuming body with reads of random sizes (many of
-// them large enough for the in-place path, some not) over a server whose
+// fuzzResume drives the resuming body with reads of random sizes (from one
+// byte to many frames) over a server whose
 // responses arrive in reads of random sizes and are cut at random points,
 // a few times, before the whole history arrives. The caller's bytes must be
 // the server's history, every event exactly once and in order, whole.
@@ -51,9 +51,9 @@ func fuzzResume(f *testing.F, ct string) {
 	})
 }
 
-// TestResumeInPlace is the fuzz targets' property over a fixed set of
+// TestResumeReadsOfAnySize is the fuzz targets' property over a fixed set of
 // random sources, so that `go test` walks it every time.
-func TestResumeInPlace(t *testing.T) {
+func TestResumeReadsOfAnySize(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
 			events, rvs := resumeHistory(t, ct)
@@ -170,11 +170,11 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestBreakInPlaceIsOneBreak: a break that a read large enough to scan in
-// place meets (here an early clean end) is one break, resumed once. The
+// TestBreakInALargeReadIsOneBreak: a break that a read large enough for
+// several frames meets (here an early clean end) is one break, resumed once. The
 // resume is refused, which ends the watch cleanly: the caller has the
 // event and a clean end, and the retry hook heard of exactly one resume.
-func TestBreakInPlaceIsOneBreak(t *testing.T) {
+func TestBreakInALargeReadIsOneBreak(t *testing.T) {
 	for _, ct := range encodings {
 		t.Run(ct, func(t *testing.T) {
 			events, _ := history(t, ct)
