@@ -243,8 +243,9 @@ type action struct {
 	closeBody bool
 	// attach is the new response to stream (policy.Tracker.Opened).
 	attach io.ReadCloser
-	// report is what the hooks are told.
-	report report
+	// report, when set, is what the hooks are told (a pointer: most steps
+	// tell them nothing, and an action is copied on every event).
+	report *report
 }
 
 // report is what a step tells the hooks.
@@ -267,14 +268,14 @@ const (
 
 // next is the transition function: the one place that decides what the
 // stream does.
-func next(m machine, ev event) (machine, action) {
+func next(m *machine, ev *event) action {
 	if m.phase == done {
-		return m, action{} // Read never asks; nothing more happens
+		return action{} // Read never asks; nothing more happens
 	}
 	if ev.kind == evClosed {
 		// The caller ended the stream: a clean end, which is what client-go's
 		// watch decoders take as "stopped".
-		return m.finish(io.EOF), action{}
+		return m.finish(io.EOF, action{})
 	}
 	switch m.phase {
 	case streaming:
@@ -282,26 +283,26 @@ func next(m machine, ev event) (machine, action) {
 	case draining:
 		switch ev.kind {
 		case evFrame, evError:
-			return m, action{deliver: ev.raw}
+			return action{deliver: ev.raw}
 		case evEnd:
-			return m.finish(io.EOF), action{}
+			return m.finish(io.EOF, action{})
 		case evBroke, evTooLarge:
-			return m.finish(ev.err), action{}
+			return m.finish(ev.err, action{})
 		}
 	case waiting:
 		if ev.kind == evWaitOver {
 			if m.held == nil {
 				m.phase = resuming
-				return m, action{}
+				return action{}
 			}
 			held := m.held
 			m.held = nil
 			if m.heldThen == done {
 				m.run.search = nil
-				return m.finish(io.EOF), action{deliver: held}
+				return m.finish(io.EOF, action{deliver: held})
 			}
 			m.phase = m.heldThen
-			return m, action{deliver: held}
+			return action{deliver: held}
 		}
 	case resuming:
 		m.run.attempts += ev.attempts
@@ -311,7 +312,7 @@ func next(m machine, ev event) (machine, action) {
 }
 
 // streamed is next in streaming.
-func (m machine) streamed(ev event) (machine, action) {
+func (m *machine) streamed(ev *event) action {
 	switch ev.kind {
 	case evFrame:
 		act := action{deliver: ev.raw, delivered: true}
@@ -324,13 +325,13 @@ func (m machine) streamed(ev event) (machine, action) {
 			act.progress = true
 			m.run = resumeRun{}
 		}
-		return m, act
+		return act
 	case evError:
 		return m.errorEvent(ev)
 	case evEnd:
-		return m.finish(io.EOF), action{}
+		return m.finish(io.EOF, action{})
 	case evTooLarge:
-		return m.finish(ev.err), action{closeBody: true}
+		return m.finish(ev.err, action{closeBody: true})
 	case evBroke:
 		return m.broke(ev)
 	}
@@ -341,9 +342,9 @@ func (m machine) streamed(ev event) (machine, action) {
 // absorbs is a break, one it has stopped absorbing ends the stream; a 410
 // is retried on a new connection, held or delivered; any other is the
 // caller's.
-func (m machine) errorEvent(ev event) (machine, action) {
+func (m *machine) errorEvent(ev *event) action {
 	code := int(ev.frame.Code)
-	switch m.question(&ev) {
+	switch m.question(ev) {
 	case askDecide:
 		m.run.failed(ev.at)
 		reason := policy.ReasonErrorEvent
@@ -354,10 +355,10 @@ func (m machine) errorEvent(ev event) (machine, action) {
 		if decision.Retry {
 			m.run.lostConnection = false // the server answered, and may again
 			m.phase, m.wait, m.held = waiting, decision.Wait, nil
-			return m, action{closeBody: true, report: report{kind: reportRetry, reason: reason, code: code,
+			return action{closeBody: true, report: &report{kind: reportRetry, reason: reason, code: code,
 				cause: fmt.Sprintf("ERROR event %d", code), wait: decision.Wait}}
 		}
-		giveUp := report{kind: reportGiveUp, reason: decision.Reason(reason), budget: decision.Stopped == policy.StoppedByBudget}
+		giveUp := &report{kind: reportGiveUp, reason: decision.Reason(reason), budget: decision.Stopped == policy.StoppedByBudget}
 		if policy.ClassifyStatus(code) == policy.InternalError && decision.Stopped == policy.StoppedByWindow {
 			// A server that answers this watch but has sent ERROR 5xx for a
 			// whole window cannot serve it: the ERROR is the caller's, and
@@ -365,24 +366,24 @@ func (m machine) errorEvent(ev event) (machine, action) {
 			// does. A clean end would make it re-watch into the same errors,
 			// window after window, its cache stale.
 			m.phase = draining
-			return m, action{deliver: ev.raw, report: giveUp}
+			return action{deliver: ev.raw, report: giveUp}
 		}
 		// Refused by the budget, or the caller's deadline near: end as the
 		// cut would have ended without kretry; client-go re-watches from its
 		// resourceVersion.
-		return m.finish(io.EOF), action{report: giveUp}
+		return m.finish(io.EOF, action{report: giveUp})
 	case askGone:
 		return m.goneDecided(ev, "ERROR event 410", draining)
 	}
 	// Any other code, or no resume point: the caller's.
 	m.phase = draining
-	return m, action{deliver: ev.raw}
+	return action{deliver: ev.raw}
 }
 
 // goneDecided is next for a 410 the Tracker decided on (ev.gone), given as
 // the ERROR frame ev.raw: retried on a new connection, or held, then
 // delivered and followed by then.
-func (m machine) goneDecided(ev event, cause string, then phase) (machine, action) {
+func (m *machine) goneDecided(ev *event, cause string, then phase) action {
 	decision := ev.gone
 	if decision.Retry {
 		m.run.failed(ev.at)
@@ -391,63 +392,63 @@ func (m machine) goneDecided(ev event, cause string, then phase) (machine, actio
 		}
 		m.run.search.until = decision.Until
 		m.phase, m.newConnection = resuming, true
-		return m, action{closeBody: true, report: report{kind: reportRetry, reason: policy.ReasonExpiredResume,
+		return action{closeBody: true, report: &report{kind: reportRetry, reason: policy.ReasonExpiredResume,
 			code: http.StatusGone, cause: cause}}
 	}
 	if decision.Hold > 0 {
 		// The 410 ends a run of failures: held, so that a fleet's relists
 		// spread out as client-go's reflector spreads them.
 		m.phase, m.wait, m.held, m.heldThen = waiting, decision.Hold, ev.raw, then
-		return m, action{}
+		return action{}
 	}
 	if then == done {
 		m.run.search = nil
-		return m.finish(io.EOF), action{deliver: ev.raw}
+		return m.finish(io.EOF, action{deliver: ev.raw})
 	}
 	m.phase = then
-	return m, action{deliver: ev.raw}
+	return action{deliver: ev.raw}
 }
 
 // broke is next for a response that ended before its time: resume from the
 // resume point, or, without one, hand the caller the break as it was.
-func (m machine) broke(ev event) (machine, action) {
+func (m *machine) broke(ev *event) action {
 	act := action{closeBody: true}
 	m.run.lostConnection = ev.reason != policy.ReasonInvalidFrame
 	if ev.reason == policy.ReasonInvalidFrame {
-		if m.invalidSpent(&ev) {
+		if m.invalidSpent(ev) {
 			m.run.failed(ev.at)
-			act.report = report{kind: reportGiveUp, reason: policy.ReasonInvalidFrame}
-			return m.finish(ev.err), act
+			act.report = &report{kind: reportGiveUp, reason: policy.ReasonInvalidFrame}
+			return m.finish(ev.err, act)
 		}
 		m.point.invalid++
 	}
 	if !m.point.known {
-		return m.finish(ev.err), act
+		return m.finish(ev.err, act)
 	}
 	m.run.failed(ev.at)
 	if !ev.decision.Retry {
 		// The caller's timeoutSeconds is (all but) over: its watch ends
 		// here, as the server would have ended it.
-		act.report = report{kind: reportGiveUp, reason: ev.decision.Reason(ev.reason)}
-		return m.finish(io.EOF), act
+		act.report = &report{kind: reportGiveUp, reason: ev.decision.Reason(ev.reason)}
+		return m.finish(io.EOF, act)
 	}
 	m.phase, m.wait, m.held = waiting, ev.decision.Wait, nil
-	act.report = report{kind: reportRetry, reason: ev.reason, cause: ev.cause, wait: ev.decision.Wait}
-	return m, act
+	act.report = &report{kind: reportRetry, reason: ev.reason, cause: ev.cause, wait: ev.decision.Wait}
+	return act
 }
 
 // reopened is next for what a reopen met.
-func (m machine) reopened(ev event) (machine, action) {
+func (m *machine) reopened(ev *event) action {
 	m.newConnection = false
 	switch ev.kind {
 	case evDeadline:
 		m.run.failed(ev.at)
-		return m.finish(io.EOF), action{report: report{kind: reportGiveUp, reason: policy.ReasonDeadline}}
+		return m.finish(io.EOF, action{report: &report{kind: reportGiveUp, reason: policy.ReasonDeadline}})
 	case evOpened:
 		m.phase, m.resumed = streaming, true
-		return m, action{attach: ev.body}
+		return action{attach: ev.body}
 	case evMismatch:
-		return m.finish(io.EOF), action{} // the caller's re-watch negotiates afresh
+		return m.finish(io.EOF, action{}) // the caller's re-watch negotiates afresh
 	case evSearchOver:
 		return m.handOverGone()
 	case evReopenFailed, evRefused:
@@ -459,10 +460,10 @@ func (m machine) reopened(ev event) (machine, action) {
 		// 4xx, a 5xx after its window: a clean close after the last whole
 		// frame, so client-go re-watches through its own stack instead of
 		// relisting.
-		return m.finish(io.EOF), action{}
+		return m.finish(io.EOF, action{})
 	case evGoneAnswer:
 		if ev.err != nil {
-			return m.finish(ev.err), action{}
+			return m.finish(ev.err, action{})
 		}
 		// The resume point has expired here: retried on a new connection,
 		// or the caller must relist, as if the server had said it in the
@@ -474,24 +475,24 @@ func (m machine) reopened(ev event) (machine, action) {
 
 // handOverGone ends the stream with the first 410 of the search for an
 // apiserver that holds the resume point (nothing when there is none).
-func (m machine) handOverGone() (machine, action) {
+func (m *machine) handOverGone() action {
 	var held []byte
 	if m.run.search != nil {
 		held = m.run.search.event
 	}
 	m.run.search = nil
-	return m.finish(io.EOF), action{deliver: held}
+	return m.finish(io.EOF, action{deliver: held})
 }
 
 // finish moves to done; Read returns err once the bytes delivered are read.
-func (m machine) finish(err error) machine {
+func (m *machine) finish(err error, act action) action {
 	m.phase, m.err = done, err
 	m.held = nil
-	return m
+	return act
 }
 
 // impossible is next's answer to an event the phase's I/O never reports:
 // the stream ends with an error that names the edge.
-func (m machine) impossible(ev event) (machine, action) {
-	return m.finish(fmt.Errorf("watchretry: internal error: event %s in phase %s", ev.kind, m.phase)), action{closeBody: true}
+func (m *machine) impossible(ev *event) action {
+	return m.finish(fmt.Errorf("watchretry: internal error: event %s in phase %s", ev.kind, m.phase), action{closeBody: true})
 }

@@ -158,7 +158,8 @@ func TestNext(t *testing.T) {
 			if ask := tt.m.question(&tt.ev); ask != tt.want.ask {
 				t.Errorf("question = %d, want %d", ask, tt.want.ask)
 			}
-			got, act := next(tt.m, tt.ev)
+			got, ev := tt.m, tt.ev
+			act := next(&got, &ev)
 			if got.phase != tt.want.phase {
 				t.Errorf("phase = %s, want %s", got.phase, tt.want.phase)
 			}
@@ -176,8 +177,15 @@ func TestNext(t *testing.T) {
 			if act.progress != tt.want.progress || act.closeBody != tt.want.closeBody {
 				t.Errorf("progress, closeBody = %v, %v; want %v, %v", act.progress, act.closeBody, tt.want.progress, tt.want.closeBody)
 			}
-			if act.report.kind != tt.want.report || act.report.reason != tt.want.reason {
-				t.Errorf("report = %d %q, want %d %q", act.report.kind, act.report.reason, tt.want.report, tt.want.reason)
+			var told report
+			if act.report != nil {
+				told = *act.report
+				if told.kind == reportNothing {
+					t.Error("a report that tells nothing")
+				}
+			}
+			if told.kind != tt.want.report || told.reason != tt.want.reason {
+				t.Errorf("report = %d %q, want %d %q", told.kind, told.reason, tt.want.report, tt.want.reason)
 			}
 			if act.progress && got.run != (resumeRun{}) {
 				t.Errorf("progress left the run %+v", got.run)

@@ -43,6 +43,9 @@ type stream struct {
 
 	m       machine
 	scanner *frame.Scanner
+	// frame is the one the scanner read last: a field, so that scanning
+	// into it allocates nothing (the event that reports it points at it).
+	frame frame.Frame
 	// pending[sent:] are the bytes of whole frames not yet read by the
 	// caller. Read moves sent, not the slice: a pointer stored while the
 	// collector runs costs a write barrier (see hold).
@@ -89,16 +92,18 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 	}
 	for !s.hasPending() {
+		var ev event
 		switch s.m.phase {
 		case done:
 			return 0, s.m.err
 		case streaming, draining:
-			s.handle(s.readFrame())
+			s.readFrame(&ev)
 		case waiting:
-			s.handle(s.sleep())
+			ev = s.sleep()
 		case resuming:
-			s.handle(s.reopen())
+			ev = s.reopen()
 		}
+		s.handle(&ev)
 	}
 	n := copy(p, s.pending[s.sent:])
 	s.sent += n
@@ -129,14 +134,13 @@ func (s *stream) Close() error {
 
 // handle asks the Tracker what ev calls for, hands both to next and does
 // what it decided.
-func (s *stream) handle(ev event) {
+func (s *stream) handle(ev *event) {
 	if ev.kind != evFrame {
 		ev.at = s.rt.policy.Clock().Now()
 	}
-	s.consult(&ev)
+	s.consult(ev)
 	from := s.m.phase
-	var act action
-	s.m, act = next(s.m, ev)
+	act := next(&s.m, ev)
 	if act.deliver != nil {
 		s.hold(act.deliver)
 	}
@@ -158,8 +162,8 @@ func (s *stream) handle(ev event) {
 	case ev.body != nil:
 		_ = ev.body.Close() // a response the machine did not take
 	}
-	if act.report.kind != reportNothing {
-		s.tell(act.report)
+	if act.report != nil {
+		s.tell(*act.report)
 	}
 	if s.m.phase == done && from != done {
 		s.closeBody()
@@ -170,6 +174,9 @@ func (s *stream) handle(ev event) {
 // consult asks the Tracker the question ev raises (see machine.question)
 // and puts its answer in ev.
 func (s *stream) consult(ev *event) {
+	if ev.kind == evFrame {
+		return // a frame raises no question (the path of every event)
+	}
 	switch s.m.question(ev) {
 	case askDecide:
 		outcome := policy.Outcome{Class: policy.ClassifyStatus(int(ev.frame.Code))}
@@ -204,21 +211,18 @@ func (s *stream) expiry(ev *event) policy.Expiry {
 	return expiry
 }
 
-// readFrame reads one frame of the current response and reports it.
-func (s *stream) readFrame() event {
-	var f frame.Frame
-	if err := s.scanner.Scan(&f); err != nil {
-		return s.scanError(err)
+// readFrame reads one frame of the current response and reports it in ev,
+// which is zero. (It fills ev rather than returning one: this is the path
+// of every event, and an event is a few hundred bytes to copy.)
+func (s *stream) readFrame(ev *event) {
+	if err := s.scanner.Scan(&s.frame); err != nil {
+		*ev = s.scanError(err)
+		return
 	}
-	return frameEvent(&f)
-}
-
-// frameEvent is the event of a whole frame.
-func frameEvent(f *frame.Frame) event {
-	if f.Event.Type == frame.Error {
-		return event{kind: evError, raw: f.Raw, frame: &f.Event}
+	ev.kind, ev.raw, ev.frame = evFrame, s.frame.Raw, &s.frame.Event
+	if s.frame.Event.Type == frame.Error {
+		ev.kind = evError
 	}
-	return event{kind: evFrame, raw: f.Raw, frame: &f.Event}
 }
 
 // scanError is the event of an error from the scanner.
