@@ -34,5 +34,6 @@
 // themselves: every request it is given must be a WATCH.
 //
 // The stream is one state machine: machine.go holds its states, events and
-// the pure next(state, event) that decides; stream.go does the I/O.
+// next(machine, event), the one transition function, free of I/O; stream.go
+// does the I/O.
 package watchretry

@@ -2,6 +2,7 @@ package watchretry_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -139,6 +140,34 @@ func TestExpiredAfterAnOutageNotRetried(t *testing.T) {
 	}
 	if n := srv.requestCount(); n != 5 {
 		t.Errorf("%d requests, want 5: the watch, three refused resumes, the one answered 410; no retry", n)
+	}
+}
+
+// TestExpiredAfterABalancerFailureSearched: the same outage seen through a
+// balancer, whose reopenings were accepted and then closed (the balancer
+// trying the stopped apiserver): the client was cut off, but a new
+// connection may reach another apiserver, so the short search is made and
+// the second retry finds the one that holds the resume point. Fails
+// before: the 410 was handed over with no retry, as after a refused
+// outage, and a rolling upgrade's resume that met the stopped apiserver
+// first relisted.
+func TestExpiredAfterABalancerFailureSearched(t *testing.T) {
+	ct := jsonStream
+	first := event(t, ct, watch.Added, configMap("a", "101"))
+	closed := &url.Error{Op: "Get", URL: "https://balancer", Err: io.EOF}
+	srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
+		reply{connErr: closed}, reply{connErr: closed}, reply{connErr: closed},
+		expired(t, ct, true, tooOld("101", "500")), expired(t, ct, true, tooOld("101", "500")),
+		reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true})
+	h := newHarness(t, srv, nil)
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	got := collect(t, w, 2)
+	w.Stop()
+	if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if n := srv.requestCount(); n != 7 {
+		t.Errorf("%d requests, want 7: the watch, three failed resumes, two 410s, the resumed stream", n)
 	}
 }
 

@@ -16,7 +16,10 @@ import (
 // policy's Tracker the question the event raises (stream.consult); hand
 // both to next, which decides the new state and what to do.
 //
-// next is pure: no I/O, no clock. The Tracker is asked by the caller, not
+// next does no I/O and reads no clock: it updates the machine it is given
+// and returns what to do, nothing else (it takes the machine and the event
+// by pointer only because they are copied on every event otherwise). The
+// Tracker is asked by the caller, not
 // by next, because it reads the clock and spends the transport's shared
 // retry budget: which question an event raises is decided here (question),
 // the answer comes back in the event, and next decides what it means.
