@@ -324,7 +324,7 @@ func (l *loop) outcome(resp *http.Response, err error) (policy.Outcome, string) 
 	case err != nil && resp != nil:
 		return policy.Outcome{Class: policy.ClassifyBodyError(err)}, "broken body: " + err.Error()
 	case err != nil:
-		return policy.Outcome{Class: policy.ClassifyError(err), NoAnswer: true}, err.Error()
+		return policy.NoAnswer(err), err.Error()
 	}
 	outcome := policy.Outcome{Class: policy.ClassifyStatus(resp.StatusCode)}
 	if outcome.Class == policy.Deliver {

@@ -53,19 +53,31 @@ type GoneDecision struct {
 // about every other time, so six new connections left one resume in 64 its
 // 410, and twenty leave one in a million.
 //
-// No search is made by a client that was cut off from every apiserver it
-// can reach (see Tracker.cutOff): one restarted alone, or a control plane
-// down, after which every watch cache starts past its resume point (at the
-// same oldest resourceVersion when nothing was written between their
-// starts) and retries would only add requests per client to the herd that
-// relists (`make fleet`, TestExpiredEverywhereIsOne410). A client whose
-// reopenings failed (refused, reset, closed by a balancer, 5xx) and whose
-// 410 came expiredRetryBound or more after the loss was cut off. One whose
-// reopenings did not fail was not, however long the answer took to come:
-// a balancer trying a stopped backend before another, or a loaded machine,
-// delays an answer from an apiserver that may be one of several.
+// A client that was cut off (see Tracker.cutOff: a reopening failed, and
+// the 410 came expiredRetryBound or more after the loss) searches less, or
+// not at all, because after a whole control plane's restart every watch
+// cache starts past its resume point (at the same oldest resourceVersion
+// when nothing was written between their starts), and each retry would
+// only add a request per client to the herd that relists (`make fleet`,
+// TestExpiredEverywhereIsOne410):
+//   - if every failed reopening was refused, nothing listened at the
+//     address it dials, so no balancer stood between that could send a new
+//     connection elsewhere: the apiserver restarted alone (or all did), and
+//     the 410 is handed over with no search;
+//   - otherwise something accepted a reopening and failed it (a balancer
+//     trying a stopped backend, its 503): behind it, a resume that met the
+//     stopped apiserver before the restarted one (a rolling upgrade at a
+//     cloud balancer's pace) is searched for on up to maxCutOffRetries new
+//     connections, and a control plane down costs each client that many
+//     immediate 410s.
+//
+// A client whose reopenings did not fail was not cut off, however long the
+// answer took to come: a balancer trying a stopped backend before another,
+// or a loaded machine, delays an answer from an apiserver that may be one
+// of several.
 const (
 	maxExpiredRetries = 20
+	maxCutOffRetries  = 6
 	expiredRetryBound = 3 * time.Second
 )
 
@@ -82,6 +94,7 @@ const maxGoneHold = 8 * time.Second
 type expiredRun struct {
 	first   time.Time // the first such 410; zero when none
 	retries int       // the retries that reached a new connection
+	limit   int       // how many it may reach, fixed at the first 410
 	oldest  string    // the first one's Oldest
 	conn    any       // the last one's Connection
 }
@@ -95,9 +108,9 @@ type expiredRun struct {
 // stream is handed over at once).
 //
 // A 410 that answered a resume after a lost connection (e.Resume) with the
-// watch cache's message, from a client not cut off from every apiserver
-// (see cutOff), is retried at once on a new connection, on
-// up to maxExpiredRetries new connections (a retry that rode the previous
+// watch cache's message is retried at once on a new connection, on
+// up to maxExpiredRetries new connections (fewer, or none, for a client
+// cut off from every apiserver: see searchLimit) (a retry that rode the previous
 // 410's connection, see Expiry.Connection, is not counted), until
 // expiredRetryBound after the first 410 (GoneDecision.Until, which also
 // ends a retry still in flight then), under the retry budget and the
@@ -143,11 +156,13 @@ func (t *Tracker) Gone(e Expiry) GoneDecision {
 // counts the retry.
 func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	run := &t.expired
+	if run.first.IsZero() {
+		run.limit = t.searchLimit(now)
+	}
 	counted := e.Connection == nil || e.Connection != run.conn
 	switch {
 	case !e.Resume, e.Oldest == "",
-		run.first.IsZero() && t.cutOff(now),
-		counted && run.retries >= maxExpiredRetries,
+		counted && run.retries >= run.limit,
 		!run.first.IsZero() && now.Sub(run.first) >= expiredRetryBound,
 		run.oldest != "" && run.oldest != e.Oldest,
 		t.pastDeadline(0):
@@ -164,6 +179,18 @@ func (t *Tracker) retryExpired(now time.Time, e Expiry) bool {
 	}
 	run.conn = e.Connection
 	return true
+}
+
+// searchLimit is how many new connections the search that a resume's first
+// 410 starts now may reach (see maxCutOffRetries).
+func (t *Tracker) searchLimit(now time.Time) int {
+	switch {
+	case !t.cutOff(now):
+		return maxExpiredRetries
+	case t.reopenAccepted:
+		return maxCutOffRetries
+	}
+	return 0
 }
 
 // cutOff reports whether the reopenings since the stream broke say the

@@ -64,9 +64,10 @@ func TestGone(t *testing.T) {
 }
 
 // TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
-// a lost connection is retried on a new connection: unless a reopening
-// failed and the 410 came 3 s or more after the loss, on up to twenty new connections
-// until 3 s after the first 410, while the watch cache names the same oldest
+// a lost connection is retried on a new connection: on up to twenty new
+// connections (six when a reopening failed through something that accepted
+// it and the 410 came 3 s or more after the loss, none when every such
+// failure was a refused connection) until 3 s after the first 410, while the watch cache names the same oldest
 // resourceVersion, under the budget and the deadline; progress starts over.
 // Every case begins with the stream's break (the lost connection).
 func TestGoneRetriesExpiredResumes(t *testing.T) {
@@ -85,8 +86,10 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// arrives and the stream breaks again.
 		progressAt int
 		// reopens are failed reopenings after the break, before the first
-		// 410, each at its time since the break.
+		// 410, each at its time since the break; refused lists those whose
+		// connection was refused (the others were accepted, then failed).
 		reopens []time.Duration
+		refused []bool
 	}{
 		// Fails before: six retries, and behind round robin one resume in
 		// 64 met the fresh apiserver every time.
@@ -106,20 +109,32 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: ridden(over, 20), want: append(slices.Repeat([]bool{true}, 40), false)},
 		// Fails before: a resume refused for 10 s (one apiserver restarted,
 		// or all of them) was retried three more times at its 410.
-		{name: "reopens failed, the 410 3s after the loss: at once",
-			reopens: []time.Duration{0, 1500 * time.Millisecond},
-			gones:   []policy.Expiry{fresh}, waits: []time.Duration{1500 * time.Millisecond}, want: []bool{false}},
+		{name: "reopens refused, the 410 3s after the loss: at once",
+			reopens: []time.Duration{0, 1500 * time.Millisecond}, refused: []bool{true, true},
+			gones: []policy.Expiry{fresh}, waits: []time.Duration{1500 * time.Millisecond}, want: []bool{false}},
+		// Fails before (handed over at once): behind HAProxy at a cloud
+		// balancer's pace, the first resume went to the stopped apiserver
+		// and failed after 3 s, the next reached the restarted one.
+		{name: "a reopen failed through a balancer, the 410 3s after the loss: six retries, then the 410",
+			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
+			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+		{name: "refused, then failed through a balancer: six retries",
+			reopens: []time.Duration{0, 2 * time.Second}, refused: []bool{true, false},
+			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1500 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+		{name: "a cut-off search ends at another oldest too",
+			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
+			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, waits: []time.Duration{100 * time.Millisecond}, want: []bool{true, false}},
 		{name: "reopens failed, the 410 within 3s of the loss: retried",
-			reopens: []time.Duration{0, 1500 * time.Millisecond},
-			gones:   []policy.Expiry{fresh}, waits: []time.Duration{1400 * time.Millisecond}, want: []bool{true}},
+			reopens: []time.Duration{0, 1500 * time.Millisecond}, refused: []bool{true, true},
+			gones: repeatExpiry(fresh, 8), waits: []time.Duration{1400 * time.Millisecond}, want: slices.Repeat([]bool{true}, 8)},
 		// Fails before: behind HAProxy at a cloud balancer's pace on a
 		// loaded machine, the first resume was answered 3.1 s after the
 		// loss, by the restarted apiserver while the other held the point.
 		{name: "no reopen failed, the answer 3.1s after the loss: retried",
 			gones: []policy.Expiry{fresh}, waits: []time.Duration{3100 * time.Millisecond}, want: []bool{true}},
 		{name: "progress clears the reopens of the break before",
-			reopens: []time.Duration{0, 4 * time.Second},
-			gones:   []policy.Expiry{fresh, fresh}, waits: []time.Duration{0, 0}, progressAt: 1, want: []bool{false, true}},
+			reopens: []time.Duration{0, 4 * time.Second}, refused: []bool{true, true},
+			gones: []policy.Expiry{fresh, fresh}, waits: []time.Duration{0, 0}, progressAt: 1, want: []bool{false, true}},
 		{name: "progress starts the count over",
 			gones: repeatExpiry(fresh, 22), progressAt: 21, want: append(append(slices.Repeat([]bool{true}, 20), false), true)},
 		{name: "the budget refuses: at once",
@@ -137,9 +152,9 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			}
 			tracker.Break()
 			lost := clock.Now()
-			for _, at := range tt.reopens {
+			for i, at := range tt.reopens {
 				clock.Advance(lost.Add(at).Sub(clock.Now()))
-				tracker.Decide(policy.Outcome{Class: policy.InternalError, NoAnswer: true})
+				tracker.Decide(policy.Outcome{Class: policy.InternalError, NoAnswer: true, Refused: tt.refused[i]})
 			}
 			for i, gone := range tt.gones {
 				if i < len(tt.waits) {

@@ -55,6 +55,10 @@ type Outcome struct {
 	// server may be gone, and every client that lost it will come back when
 	// it returns, so the backoff is drawn with a wider spread (see Tracker).
 	NoAnswer bool
+	// Refused is set when the connection was refused: nothing listened at
+	// the address, so no load balancer accepted it and tried another
+	// backend (see Tracker.Gone).
+	Refused bool
 }
 
 // ClassifyStatus classifies an HTTP status code, or the code of a
@@ -104,6 +108,12 @@ func ClassifyError(err error) Class {
 		}
 	}
 	return Deliver
+}
+
+// NoAnswer is the outcome of an attempt that ended with err before any
+// response arrived.
+func NoAnswer(err error) Outcome {
+	return Outcome{Class: ClassifyError(err), NoAnswer: true, Refused: utilnet.IsConnectionRefused(err)}
 }
 
 // classifyStreamError classifies an HTTP/2 stream reset before a response:

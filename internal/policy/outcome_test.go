@@ -87,10 +87,12 @@ func TestClassifyBodyError(t *testing.T) {
 	}
 }
 
+// opError is a dial's error as net returns it.
+func opError(errno syscall.Errno) error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+}
+
 func TestClassifyError(t *testing.T) {
-	opError := func(errno syscall.Errno) error {
-		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
-	}
 	tests := []struct {
 		name string
 		err  error
@@ -128,6 +130,31 @@ func TestClassifyError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := policy.ClassifyError(tt.err); got != tt.want {
 				t.Errorf("ClassifyError(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNoAnswer: an attempt that got no response is a no-answer outcome of
+// its error's class, refused only when the connection was (through
+// *url.Error and *net.OpError, as http.Client returns it): a reset, an EOF
+// or a timeout means something accepted the connection first.
+func TestNoAnswer(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		refused bool
+	}{
+		{"refused", &url.Error{Op: "Get", URL: "https://x", Err: opError(syscall.ECONNREFUSED)}, true},
+		{"reset", &url.Error{Op: "Get", URL: "https://x", Err: opError(syscall.ECONNRESET)}, false},
+		{"EOF", &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, false},
+		{"timeout", timeoutError{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := policy.NoAnswer(tt.err)
+			if want := (policy.Outcome{Class: policy.InternalError, NoAnswer: true, Refused: tt.refused}); got != want {
+				t.Errorf("NoAnswer(%v) = %+v, want %+v", tt.err, got, want)
 			}
 		})
 	}

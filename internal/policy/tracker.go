@@ -99,11 +99,15 @@ type Tracker struct {
 	settled bool
 	// expired is the run of 410s that answered resumes (see Gone).
 	expired expiredRun
-	// lostAt is when the stream last broke (see Break), and reopenFailed
-	// when one of its reopenings last failed since (zero: none did). They
-	// decide whether a resume's 410 is retried (Gone).
-	lostAt       time.Time
-	reopenFailed time.Time
+	// lostAt is when the stream last broke (see Break), reopenFailed when
+	// one of its reopenings last failed since (zero: none did), and
+	// reopenAccepted whether one of those failures was not a refused
+	// connection (something accepted it: a load balancer, or an apiserver
+	// that then failed). They decide how far a resume's 410 is searched
+	// for (Gone).
+	lostAt         time.Time
+	reopenFailed   time.Time
+	reopenAccepted bool
 }
 
 // Decide returns what to do after an attempt ended with o. It is the one
@@ -159,7 +163,9 @@ func (t *Tracker) decide(o Outcome) Decision {
 	now := cfg.Clock.Now()
 	if o.Class != Deliver {
 		t.failed(now)
-		t.reopenFailed = now // Break starts it over: only a reopening's failure counts
+		// Break starts these over: only a reopening's failure counts.
+		t.reopenFailed = now
+		t.reopenAccepted = t.reopenAccepted || !o.Refused
 	}
 	switch o.Class {
 	case TooManyRequests:
@@ -213,7 +219,7 @@ func (t *Tracker) Break() Decision {
 	t.settled = false
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
-	t.lostAt, t.reopenFailed = now, time.Time{}
+	t.lostAt, t.reopenFailed, t.reopenAccepted = now, time.Time{}, false
 	if t.progressed {
 		t.progressed = false
 		return t.beforeDeadline(Decision{Retry: true})
