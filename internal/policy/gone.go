@@ -69,7 +69,7 @@ type GoneDecision struct {
 //     stopped apiserver before the restarted one (a rolling upgrade at a
 //     cloud balancer's pace) is searched for on up to maxCutOffRetries new
 //     connections, and a control plane down costs each client that many
-//     immediate 410s.
+//     immediate 410s (twice as many over HTTP/2: see Expiry.Connection).
 //
 // A client whose reopenings did not fail was not cut off, however long the
 // answer took to come: a balancer trying a stopped backend before another,
