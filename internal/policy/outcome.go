@@ -96,9 +96,13 @@ func ClassifyError(err error) Class {
 		return classifyStreamError(stream.Code)
 	}
 	// net/http's bundled HTTP/2 (a Transport with ForceAttemptHTTP2 rather
-	// than golang.org/x/net/http2) exports none of these errors as types.
+	// than golang.org/x/net/http2) exports none of these errors as types;
+	// nor does its HTTP/1.1 client the error of a new connection closed
+	// before any byte of a response (a balancer that accepted it, then
+	// found no backend), which it retries itself only on a reused one.
 	msg := err.Error()
 	for _, transient := range []string{
+		"http: server closed idle connection",
 		"http2: client connection force closed",
 		"; REFUSED_STREAM",
 		"; INTERNAL_ERROR",

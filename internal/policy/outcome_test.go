@@ -112,6 +112,9 @@ func TestClassifyError(t *testing.T) {
 		{"GOAWAY", errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR"), policy.InternalError},
 		{"h2 connection lost", errors.New("http2: client connection lost"), policy.InternalError},
 		{"h2 force closed", errors.New("http2: client connection force closed via ClientConn.Close"), policy.InternalError},
+		// Fails before (delivered, so the reopening ended the watch): net/http's
+		// HTTP/1.1 client on a new connection that a balancer closed unanswered.
+		{"h1 new connection closed unanswered", &url.Error{Op: "Get", URL: "http://x", Err: errors.New("http: server closed idle connection")}, policy.InternalError},
 		{"h2 refused stream", errors.New("stream error: stream ID 3; REFUSED_STREAM"), policy.InternalError},
 		{"h2 internal error", errors.New("stream error: stream ID 5; INTERNAL_ERROR; received from peer"), policy.InternalError},
 		{"h2 protocol error", errors.New("stream error: stream ID 5; PROTOCOL_ERROR"), policy.Deliver},
