@@ -29,14 +29,6 @@ import (
 
 const cutMaxShort = 6 // the short search's new connections
 
-// cutH1EOFFinding: over HTTP/1.1 net/http reports a new connection closed
-// before any response byte as "http: server closed idle connection"
-// (errServerClosedIdle, retried by net/http only on a reused connection);
-// policy.ClassifyError does not count it a connection failure (Deliver), so
-// the reopen is not retried and the watch ends cleanly, with no give-up
-// observed, at the first such reopen, long before the InternalErrorWindow.
-const cutH1EOFFinding = "finding: over HTTP/1.1 an accepted-then-closed reopen can fail with \"http: server closed idle connection\", which kretry delivers instead of retrying: the watch ends cleanly before the search"
-
 // cutObserver records every retry and give-up, for the report of a run.
 type cutObserver struct {
 	mu      sync.Mutex
@@ -236,9 +228,6 @@ func (r *cutRun) wantBoundedGone(t *testing.T) {
 func TestOutsideCutoffEOFThenFreshThenHolder(t *testing.T) {
 	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
-		if !tls {
-			t.Skip(cutH1EOFFinding)
-		}
 		r := cutWatch(t, cutCase{srchCase: srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld,
 			route: cutEOFThen(3500*time.Millisecond, cutAThenB)}})
 		r.wantResumed(t)
@@ -253,9 +242,6 @@ func TestOutsideCutoffEOFThenFreshThenHolder(t *testing.T) {
 func TestOutsideCutoffEOFThenOnlyFresh(t *testing.T) {
 	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
-		if !tls {
-			t.Skip(cutH1EOFFinding)
-		}
 		r := cutWatch(t, cutCase{srchCase: srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld,
 			route: cutEOFThen(4*time.Second, func(int) srchKind { return srchToA })}})
 		r.wantBoundedGone(t)
@@ -291,9 +277,6 @@ func TestOutsideCutoffRefusedThenOnlyFresh(t *testing.T) {
 func TestOutsideCutoffRefusedThenEOFThenSearch(t *testing.T) {
 	t.Parallel()
 	cutVariants(t, func(t *testing.T, tls, event bool) {
-		if !tls {
-			t.Skip(cutH1EOFFinding)
-		}
 		r := cutWatch(t, cutCase{srchCase: srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld, refused: 4 * time.Second,
 			route: func(n int, _ time.Duration) srchKind {
 				switch {
@@ -369,9 +352,6 @@ func cut503For(d time.Duration) func(*srchFront, http.Handler) http.Handler {
 func TestOutsideCutoffSilentShortRetry(t *testing.T) {
 	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
-		if !tls {
-			t.Skip(cutH1EOFFinding)
-		}
 		r := cutWatch(t, cutCase{srchCase: srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld,
 			route: cutEOFThen(4*time.Second, func(i int) srchKind {
 				if i == 1 {
