@@ -8,21 +8,12 @@ package transport_test
 // through a real Clientset and srchFront (outside_search_test.go).
 
 import (
-	"context"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kretry/kretry/transport"
 )
@@ -128,82 +119,14 @@ func cutWatch(t *testing.T, c cutCase) *cutRun {
 		b.srv.Close()
 		run.after = f.afterBreak()
 	}()
-	cs := cutClientset(t, f, c.tls, transport.JoinObservers(run.obs, run.cobs), c.budget)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	w, err := cs.CoreV1().ConfigMaps(srchNS).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.Itoa(srchInitialRV), TimeoutSeconds: ptrTo(int64(120))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	deadline := time.After(40 * time.Second)
-	var quiet <-chan time.Time
-	for {
-		select {
-		case e, ok := <-w.ResultChan():
-			if !ok {
-				run.closed = true
-				return run
-			}
-			s := srchSeen{typ: e.Type, at: time.Now()}
-			if st, ok := e.Object.(*metav1.Status); ok {
-				s.code, s.msg = st.Code, st.Message
-			} else if m, err := metaAccessor(e.Object); err == nil {
-				s.rv = m
-			}
-			run.seen = append(run.seen, s)
-			if s.rv == strconv.Itoa(srchBreakRV) && run.broke.IsZero() {
-				f.lose(t, c.refused)
-				run.broke = time.Now()
-			}
-			if s.rv == strconv.Itoa(srchLastRV) || e.Type == watch.Error {
-				quiet = time.After(time.Second)
-			}
-		case <-quiet:
-			return run
-		case <-deadline:
-			t.Errorf("the caller still waits 40 s on: %v", run)
-			return run
-		}
-	}
-}
-
-// cutClientset is srchClientset with any observer and budget.
-func cutClientset(t *testing.T, f *srchFront, tls bool, obs transport.Observer, budget *transport.RetryBudget) *kubernetes.Clientset {
-	cfg := &rest.Config{Host: "http://" + f.addr, QPS: 1000, Burst: 1000}
-	cfg.ContentType = "application/json"
-	cfg.AcceptContentTypes = "application/json"
-	if tls {
-		cfg.Host = "https://" + f.addr
-		cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.a.srv.Certificate().Raw})
-	}
-	cfg.Dial = (&net.Dialer{}).DialContext
-	tc := transport.Config{Observer: obs, Rand: func() float64 { return 0.5 }}
-	if budget != nil {
-		tc.RetryBudget = *budget
-	}
-	cfg.Wrap(transport.Wrapper(tc))
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	srchFollow(t, srchClientsetWith(t, f, c.tls, transport.JoinObservers(run.obs, run.cobs), c.budget), f, c.refused, run.srchRun, 40*time.Second)
+	return run
 }
 
 // cutEOFThen: accepted and closed for d, then next(i) for the i-th
 // connection after (1-based).
 func cutEOFThen(d time.Duration, next func(i int) srchKind) func(int, time.Duration) srchKind {
-	var mu sync.Mutex
-	i := 0
-	return func(_ int, since time.Duration) srchKind {
-		if since < d {
-			return srchEOF
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		i++
-		return next(i)
-	}
+	return cutEOFThenKind(d, srchEOF, next)
 }
 
 func cutAThenB(i int) srchKind {

@@ -312,6 +312,12 @@ func (o *srchObserver) ObserveBudgetRefusal(transport.BudgetEvent) {}
 func (o *srchObserver) count() int                                 { o.mu.Lock(); defer o.mu.Unlock(); return o.expired }
 
 func srchClientset(t *testing.T, f *srchFront, tls bool, obs *srchObserver) *kubernetes.Clientset {
+	return srchClientsetWith(t, f, tls, obs, nil)
+}
+
+// srchClientsetWith is a Clientset through kretry to f with obs and, when
+// set, budget.
+func srchClientsetWith(t *testing.T, f *srchFront, tls bool, obs transport.Observer, budget *transport.RetryBudget) *kubernetes.Clientset {
 	cfg := &rest.Config{Host: "http://" + f.addr, QPS: 1000, Burst: 1000}
 	cfg.ContentType = "application/json"
 	cfg.AcceptContentTypes = "application/json"
@@ -323,7 +329,11 @@ func srchClientset(t *testing.T, f *srchFront, tls bool, obs *srchObserver) *kub
 	// between tests.
 	cfg.Dial = (&net.Dialer{}).DialContext
 	// Rand 0.5: every jittered wait and hold is the middle of its range.
-	cfg.Wrap(transport.Wrapper(transport.Config{Observer: obs, Rand: func() float64 { return 0.5 }}))
+	tc := transport.Config{Observer: obs, Rand: func() float64 { return 0.5 }}
+	if budget != nil {
+		tc.RetryBudget = *budget
+	}
+	cfg.Wrap(transport.Wrapper(tc))
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +407,15 @@ func srchWatch(t *testing.T, c srchCase) *srchRun {
 		b.srv.Close()
 		run.after = f.afterBreak()
 	}()
-	cs := srchClientset(t, f, c.tls, run.obs)
+	srchFollow(t, srchClientset(t, f, c.tls, run.obs), f, c.refused, run, 50*time.Second)
+	return run
+}
+
+// srchFollow watches through cs from the initial resourceVersion, has f
+// lose the stream (refused for the given time) once the break's event has
+// arrived, and records in run what the caller saw, until a quiet second
+// after the last event or the 410, the end of the watch, or wait.
+func srchFollow(t *testing.T, cs *kubernetes.Clientset, f *srchFront, refused time.Duration, run *srchRun, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w, err := cs.CoreV1().ConfigMaps(srchNS).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.Itoa(srchInitialRV), TimeoutSeconds: ptrTo(int64(120))})
@@ -405,14 +423,14 @@ func srchWatch(t *testing.T, c srchCase) *srchRun {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	deadline := time.After(50 * time.Second)
+	deadline := time.After(wait)
 	var quiet <-chan time.Time
 	for {
 		select {
 		case e, ok := <-w.ResultChan():
 			if !ok {
 				run.closed = true
-				return run
+				return
 			}
 			s := srchSeen{typ: e.Type, at: time.Now()}
 			if st, ok := e.Object.(*metav1.Status); ok {
@@ -422,17 +440,17 @@ func srchWatch(t *testing.T, c srchCase) *srchRun {
 			}
 			run.seen = append(run.seen, s)
 			if s.rv == strconv.Itoa(srchBreakRV) && run.broke.IsZero() {
-				f.lose(t, c.refused)
+				f.lose(t, refused)
 				run.broke = time.Now()
 			}
 			if s.rv == strconv.Itoa(srchLastRV) || e.Type == watch.Error {
 				quiet = time.After(time.Second)
 			}
 		case <-quiet:
-			return run
+			return
 		case <-deadline:
-			t.Errorf("the caller still waits 50 s on: %v", run)
-			return run
+			t.Errorf("the caller still waits %v on: %v", wait, run)
+			return
 		}
 	}
 }
