@@ -89,8 +89,9 @@ const (
 // The check (unless KRETRY_FLEETHA_CHECK=0): per pace, kretry's fleet makes no more relists,
 // no more initial-state fetches on the wire and no more apiserver CPU seconds than stock's,
 // beyond the noise margins above (the informers' relists and fetches: raw watchers make none
-// after their LIST); every informer's cache equals the server at the end. Raw watchers are
-// reported, not checked: stock's are expected to end at the first restart that reaches them.
+// after their LIST); every informer's cache equals the server at the end; kretry's raw
+// watchers all watch to the end and miss no change (stock's are reported, not checked: a
+// plain Watch ends when its apiserver stops).
 func TestFleetHA(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
@@ -153,6 +154,50 @@ func TestFleetHA(t *testing.T) {
 	for _, r := range all {
 		if informers := r.Agents - r.Raw; r.CachesEqual != informers {
 			t.Errorf("%s run %d %s: %d of %d caches equal to the server at the end", r.Pace, r.Run, r.Client, r.CachesEqual, informers)
+		}
+		for _, p := range fleetHARawProblems(r) {
+			t.Errorf("%s run %d %s: %s", r.Pace, r.Run, r.Client, p)
+		}
+	}
+}
+
+// fleetHARawProblems is what is wrong with r's raw watchers: under kretry a raw watch is
+// resumed across every restart, so none ends before the run does and none misses a change.
+// Stock's are not checked: a plain Watch ends when its apiserver stops.
+func fleetHARawProblems(r *fleetHARun) []string {
+	if r.Client != "kretry" {
+		return nil
+	}
+	var problems []string
+	for _, w := range r.RawWatchers {
+		if w.Ended != "" {
+			problems = append(problems, fmt.Sprintf("the raw watcher of %s ended (%s %s) at %.1fs", nodeName(w.Node), w.Ended, w.Error, w.EndedAt))
+		}
+		if w.Missed > 0 {
+			problems = append(problems, fmt.Sprintf("the raw watcher of %s missed %d changes", nodeName(w.Node), w.Missed))
+		}
+	}
+	return problems
+}
+
+// TestFleetHARawProblems: the raw watchers' check without a control plane.
+func TestFleetHARawProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client string
+		raw    []haRawWatcher
+		want   int
+	}{
+		{"kretry, all watching, none missed", "kretry", []haRawWatcher{{Node: 0}, {Node: 10}}, 0},
+		{"kretry, one ended on a 410", "kretry", []haRawWatcher{{Node: 0}, {Node: 10, Ended: "410", Missed: 3}}, 2},
+		{"kretry, one missed a change", "kretry", []haRawWatcher{{Node: 0, Missed: 1}}, 1},
+		{"kretry, one closed", "kretry", []haRawWatcher{{Node: 0, Ended: "closed"}}, 1},
+		{"stock, all ended", "stock", []haRawWatcher{{Node: 0, Ended: "closed", Missed: 6}, {Node: 10, Ended: "error"}}, 0},
+		{"kretry, no raw watchers", "kretry", nil, 0},
+	} {
+		got := fleetHARawProblems(&fleetHARun{Client: tc.client, Raw: len(tc.raw), RawWatchers: tc.raw})
+		if len(got) != tc.want {
+			t.Errorf("%s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
 		}
 	}
 }
