@@ -152,7 +152,8 @@ fleet:
 	$(GO) run ./cmd/kretry-fleet -clients 1000 -scenarios restart,lbdrop -json docs/fleet.json -plot docs/fleet.png $(FLEETFLAGS)
 
 ## fleet-ha: $(FLEETHA_AGENTS) node agents (pod informers by spec.nodeName, protobuf, each its own
-## clientset, connection and rate limiter) through two kube-apiservers v1.37.2 behind HAProxy
+## clientset, connection and rate limiter; one in ten a raw watcher of its node's pods instead, that
+## never re-watches: KRETRY_FLEETHA_RAW) through two kube-apiservers v1.37.2 behind HAProxy
 ## during a rolling upgrade, at the fast and the cloud balancer's pace, stock and kretry
 ## alternating, $(FLEETHA_RUNS) runs each; measured at the apiservers (/metrics, /proc) and etcd.
 ## Prints the table; docs/fleet-ha.json and docs/fleet-ha.png (the plot) come from it. Without

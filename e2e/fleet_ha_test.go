@@ -24,8 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kretry/kretry/internal/harness/apiserver"
@@ -33,9 +35,10 @@ import (
 )
 
 // Environment knobs of TestFleetHA. Without them it is the small check of `make test`: 50
-// agents, the cloud pace, one run each of stock and kretry.
+// agents (5 of them raw watchers), the cloud pace, one run each of stock and kretry.
 const (
 	fleetHAAgentsEnv = "KRETRY_FLEETHA_AGENTS" // agents (default 50)
+	fleetHARawEnv    = "KRETRY_FLEETHA_RAW"    // how many of the agents are raw watchers (default N/10, at least 1; 0: none)
 	fleetHARunsEnv   = "KRETRY_FLEETHA_RUNS"   // runs per pace and client (default 1)
 	fleetHAPacesEnv  = "KRETRY_FLEETHA_PACES"  // comma-separated: cloud (default), fast
 	fleetHAJSONEnv   = "KRETRY_FLEETHA_JSON"   // where the runs and their per-second series go
@@ -45,8 +48,12 @@ const (
 // fleetHAPodsPerNode is how many pods each agent's node holds.
 const fleetHAPodsPerNode = 5
 
+// fleetHARawWatchTimeout is the timeoutSeconds of a raw watcher's one Watch: longer than any
+// run, so that it ends on what the upgrade does to it, never on its own timeout.
+var fleetHARawWatchTimeout int64 = 3 * 3600
+
 // The noise margins of TestFleetHA's check, kretry against stock in the same pace: initial-state
-// fetches (at the caller and on the wire) may exceed stock's by fleetHAFetchMargin of the agents
+// fetches (at the caller and on the wire) may exceed stock's by fleetHAFetchMargin of the informers
 // plus 2; apiserver CPU seconds by fleetHACPUMargin of stock's plus fleetHACPUSlack. The CPU
 // margin is wide because the machine is shared: on 2 cores a neighbour's burst moves a run's
 // apiserver CPU by 10-20%.
@@ -61,7 +68,9 @@ const (
 // TestRollingUpgrade's health-check paces; N nodes' worth of pods (5 a node) in one namespace;
 // N agents, each with its own clientset, connection and rate limiter (client-go's defaults: 5
 // QPS, burst 10), as N kubelets in N processes would have: a pod informer with
-// fieldSelector=spec.nodeName=<its node>, protobuf, client-go's defaults (watch-list first). A
+// fieldSelector=spec.nodeName=<its node>, protobuf, client-go's defaults (watch-list first), or,
+// for KRETRY_FLEETHA_RAW of them (spread over the nodes), a raw watcher: one LIST of its node's
+// pods, then one Watch from that LIST's resourceVersion, never re-watched and never relisted. A
 // writer through the balancer patches N/20 pods (at least 5) every second, rotating over the
 // nodes. Then each kube-apiserver is SIGTERMed and started again in turn, twice round, first
 // under a stock fleet, then under a fleet through kretry (the order alternates run by run).
@@ -72,17 +81,24 @@ const (
 // range requests (its own metrics), the requests per second the balancer passed on (peak and
 // the 99th percentile second), and the 410s answered. At the agents: relists, how long after
 // each restart the first change to each agent's pods reached half and all of the caches,
-// caches equal to the server at the end, kretry's retries, resumes and budget refusals.
+// caches equal to the server at the end, kretry's retries, resumes and budget refusals; of the
+// raw watchers, how many ended before the run did and on what, and the writer's changes to
+// their pods they never received. A raw watcher's LIST is not a relist: its agent counts its
+// initial-state fetches apart (rawFetches), and it sends its LIST before the upgrade's mark.
 //
 // The check (unless KRETRY_FLEETHA_CHECK=0): per pace, kretry's fleet makes no more relists,
 // no more initial-state fetches on the wire and no more apiserver CPU seconds than stock's,
-// beyond the noise margins above; every cache equals the server at the end.
+// beyond the noise margins above (the informers' relists and fetches: raw watchers make none
+// after their LIST); every informer's cache equals the server at the end; kretry's raw
+// watchers all watch to the end and miss no change (stock's are reported, not checked: a
+// plain Watch ends when its apiserver stops).
 func TestFleetHA(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
 	}
 	n := envInt(t, fleetHAAgentsEnv, 50)
 	runs := envInt(t, fleetHARunsEnv, 1)
+	raw := fleetHARawCount(t, n)
 	paces := []string{"cloud"}
 	if v := os.Getenv(fleetHAPacesEnv); v != "" {
 		paces = strings.Split(v, ",")
@@ -100,7 +116,7 @@ func TestFleetHA(t *testing.T) {
 			t.Fatalf("%s: unknown pace %q (fast, cloud)", fleetHAPacesEnv, name)
 		}
 		t.Run(p.Name, func(t *testing.T) {
-			all = append(all, fleetHAPace(t, p, n, runs)...)
+			all = append(all, fleetHAPace(t, p, n, raw, runs)...)
 		})
 	}
 	table := fleetHATable(all)
@@ -123,7 +139,7 @@ func TestFleetHA(t *testing.T) {
 		if stock.runs == 0 || kr.runs == 0 {
 			continue
 		}
-		fetchSlack := fleetHAFetchMargin*float64(n*stock.runs) + 2
+		fetchSlack := fleetHAFetchMargin*float64((n-raw)*stock.runs) + 2
 		if float64(kr.relists) > float64(stock.relists)+fetchSlack {
 			t.Errorf("%s: kretry's agents relisted %d times, stock's %d (margin %.0f)", pace, kr.relists, stock.relists, fetchSlack)
 		}
@@ -136,8 +152,57 @@ func TestFleetHA(t *testing.T) {
 		}
 	}
 	for _, r := range all {
-		if r.CachesEqual != r.Agents {
-			t.Errorf("%s run %d %s: %d of %d caches equal to the server at the end", r.Pace, r.Run, r.Client, r.CachesEqual, r.Agents)
+		if informers := r.Agents - r.Raw; r.CachesEqual != informers {
+			t.Errorf("%s run %d %s: %d of %d caches equal to the server at the end", r.Pace, r.Run, r.Client, r.CachesEqual, informers)
+		}
+		for _, p := range fleetHARawProblems(r) {
+			t.Errorf("%s run %d %s: %s", r.Pace, r.Run, r.Client, p)
+		}
+	}
+}
+
+// fleetHARawProblems is what is wrong with r's raw watchers: at the cloud pace, under kretry,
+// a raw watch is resumed across every restart (another apiserver holds its resume point), so
+// none ends before the run does and none misses a change. Stock's are not checked: a plain
+// Watch ends when its apiserver stops. Nor is the fast pace: there the balancer has taken the
+// stopping apiserver out, the one left started after the resume point, and its 410 is true,
+// so a raw watcher ending on it is right.
+func fleetHARawProblems(r *fleetHARun) []string {
+	if r.Client != "kretry" || r.Pace != "cloud" {
+		return nil
+	}
+	var problems []string
+	for _, w := range r.RawWatchers {
+		if w.Ended != "" {
+			problems = append(problems, fmt.Sprintf("the raw watcher of %s ended (%s %s) at %.1fs", nodeName(w.Node), w.Ended, w.Error, w.EndedAt))
+		}
+		if w.Missed > 0 {
+			problems = append(problems, fmt.Sprintf("the raw watcher of %s missed %d changes", nodeName(w.Node), w.Missed))
+		}
+	}
+	return problems
+}
+
+// TestFleetHARawProblems: the raw watchers' check without a control plane.
+func TestFleetHARawProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client string
+		pace   string
+		raw    []haRawWatcher
+		want   int
+	}{
+		{"kretry, all watching, none missed", "kretry", "cloud", []haRawWatcher{{Node: 0}, {Node: 10}}, 0},
+		{"kretry, one ended on a 410", "kretry", "cloud", []haRawWatcher{{Node: 0}, {Node: 10, Ended: "410", Missed: 3}}, 2},
+		{"kretry, one missed a change", "kretry", "cloud", []haRawWatcher{{Node: 0, Missed: 1}}, 1},
+		{"kretry, one closed", "kretry", "cloud", []haRawWatcher{{Node: 0, Ended: "closed"}}, 1},
+		{"kretry at the fast pace, one ended on a true 410", "kretry", "fast", []haRawWatcher{{Node: 0, Ended: "410", Missed: 3}}, 0},
+		{"stock, all ended", "stock", "cloud", []haRawWatcher{{Node: 0, Ended: "closed", Missed: 6}, {Node: 10, Ended: "error"}}, 0},
+		{"kretry, no raw watchers", "kretry", "cloud", nil, 0},
+	} {
+		got := fleetHARawProblems(&fleetHARun{Client: tc.client, Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw})
+		if len(got) != tc.want {
+			t.Errorf("%s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
 		}
 	}
 }
@@ -152,6 +217,29 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive number", name, v)
 	}
 	return n
+}
+
+// fleetHARawCount is KRETRY_FLEETHA_RAW: how many of the n agents are raw watchers (default
+// n/10, at least 1; 0 allowed).
+func fleetHARawCount(t *testing.T, n int) int {
+	v := os.Getenv(fleetHARawEnv)
+	if v == "" {
+		return min(n, max(1, n/10))
+	}
+	raw, err := strconv.Atoi(v)
+	if err != nil || raw < 0 || raw > n {
+		t.Fatalf("%s=%q: want a number from 0 to the agents (%d)", fleetHARawEnv, v, n)
+	}
+	return raw
+}
+
+// fleetHARawAgents says which of the n agents are the raw watchers: raw of them, spread evenly.
+func fleetHARawAgents(n, raw int) []bool {
+	isRaw := make([]bool, n)
+	for k := range raw {
+		isRaw[k*n/raw] = true
+	}
+	return isRaw
 }
 
 // fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json.
@@ -175,6 +263,7 @@ type fleetHARun struct {
 	Client string `json:"client"`
 	Run    int    `json:"run"`
 	Agents int    `json:"agents"`
+	Raw    int    `json:"raw_watchers"` // of the agents; the others are informers
 
 	// Control plane, over the upgrade.
 	APIListCalls   int64     `json:"api_list"`       // apiserver_request_total LIST pods
@@ -211,8 +300,28 @@ type fleetHARun struct {
 	Writes       int     `json:"writes"`
 	WritesFailed int     `json:"writes_failed"`
 
+	// Raw watchers.
+	RawEnded    int            `json:"raw_ended"` // ended before the run did: closed + 410 + error
+	RawClosed   int            `json:"raw_ended_closed"`
+	RawGone     int            `json:"raw_ended_410"`
+	RawErrors   int            `json:"raw_ended_error"` // an ERROR event other than 410, or the Watch call failed
+	RawMissed   int            `json:"raw_missed"`      // the writer's changes to their pods after their LIST never received
+	RawFetches  int64          `json:"raw_fetches"`     // initial-state fetches they sent over the upgrade (by design 0)
+	RawWatchers []haRawWatcher `json:"raw"`
+
 	Restarts []float64 `json:"restarts"` // seconds since the series began: each SIGTERM
 	Series   []haPoint `json:"series"`
+}
+
+// haRawWatcher is what one raw watcher did in a run.
+type haRawWatcher struct {
+	Node    int     `json:"node"`
+	ListRV  uint64  `json:"list_rv"`
+	Events  int     `json:"events"`             // events received, ERROR ones included
+	Ended   string  `json:"ended,omitempty"`    // "" (still watching at the run's end), closed, 410, error
+	EndedAt float64 `json:"ended_at,omitempty"` // seconds since the series began (as restarts)
+	Error   string  `json:"error,omitempty"`    // the ERROR event's status, or the Watch call's error
+	Missed  int     `json:"missed"`
 }
 
 // haPoint is one second of a run.
@@ -225,7 +334,7 @@ type haPoint struct {
 	AgentsCPU float64 `json:"agents_cpu"` // CPU cores the agents' process used
 }
 
-func fleetHAPace(t *testing.T, p upgradeProfile, n, runs int) []*fleetHARun {
+func fleetHAPace(t *testing.T, p upgradeProfile, n, raw, runs int) []*fleetHARun {
 	ctx := context.Background()
 	c, lb, closeLB := startHAControlPlane(t, p, "", 180*time.Second)
 	defer closeLB()
@@ -246,7 +355,7 @@ func fleetHAPace(t *testing.T, p upgradeProfile, n, runs int) []*fleetHARun {
 			order = []bool{true, false}
 		}
 		for _, withKretry := range order {
-			r := fleetHAUpgrade(t, c, lb.Addr(), admin, ns, p, n, run, withKretry, etcdPID)
+			r := fleetHAUpgrade(t, c, lb.Addr(), admin, ns, p, n, raw, run, withKretry, etcdPID)
 			if r == nil {
 				return out
 			}
@@ -322,18 +431,22 @@ func (f *haFleet) second() int {
 	return min(int(time.Since(f.began)/time.Second), len(f.requests)-1)
 }
 
-// haAgent is one node agent.
+// haAgent is one node agent: an informer, or a raw watcher (isRaw; raw set, inf nil).
 type haAgent struct {
 	node  int
+	isRaw bool
 	inf   cache.SharedIndexInformer
+	raw   *rawWatcher
+	rawRV uint64 // the resourceVersion of the raw watcher's LIST
 	stop  chan struct{}
 	done  chan struct{}
 	conns connSet
 	log   *haKretryLog
 
 	// counts, since the mark for the "since" ones
-	callerFetches atomic.Int64 // initial-state fetches client-go sent (above kretry)
-	wireFetches   atomic.Int64
+	callerFetches atomic.Int64 // initial-state fetches client-go sent (above kretry); informers only
+	wireFetches   atomic.Int64 // informers only
+	rawFetches    atomic.Int64 // a raw watcher's initial-state fetches on the wire: its LIST, and any other
 	wire200       atomic.Int64
 	wireRequests  atomic.Int64
 	wireGone      atomic.Int64
@@ -419,7 +532,10 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	sec := w.f.second()
 	w.f.requests[sec].Add(1)
 	w.a.wireRequests.Add(1)
-	if fetch {
+	switch {
+	case fetch && w.a.isRaw:
+		w.a.rawFetches.Add(1)
+	case fetch:
 		w.f.fetches[sec].Add(1)
 		w.a.wireFetches.Add(1)
 	}
@@ -428,7 +544,7 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	switch {
-	case resp.StatusCode == http.StatusOK && fetch:
+	case resp.StatusCode == http.StatusOK && fetch && !w.a.isRaw:
 		w.a.wire200.Add(1)
 	case resp.StatusCode == http.StatusGone:
 		w.a.wireGone.Add(1)
@@ -448,14 +564,15 @@ func (b *haBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// haCaller counts the initial-state fetches client-go asks for (above kretry).
+// haCaller counts the initial-state fetches client-go asks for (above kretry): an informer's
+// relists; a raw watcher's one LIST is not one.
 type haCaller struct {
 	a    *haAgent
 	next http.RoundTripper
 }
 
 func (c *haCaller) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isFetch(req) {
+	if !c.a.isRaw && isFetch(req) {
 		c.a.callerFetches.Add(1)
 	}
 	return c.next.RoundTrip(req)
@@ -483,9 +600,10 @@ func (l *haKretryLog) ObserveGiveUp(transport.GiveUpEvent) { l.giveUps.Add(1) }
 
 func (l *haKretryLog) ObserveBudgetRefusal(transport.BudgetEvent) { l.refusals.Add(1) }
 
-// startAgent starts one node agent through addr.
-func startAgent(c *apiserver.Cluster, addr, ns string, node int, f *haFleet, withKretry bool) *haAgent {
-	a := &haAgent{node: node, stop: make(chan struct{}), done: make(chan struct{})}
+// startAgent starts one node agent through addr: an informer, or with isRaw a raw watcher
+// (its LIST done when startAgent returns).
+func startAgent(t *testing.T, c *apiserver.Cluster, addr, ns string, node int, f *haFleet, withKretry, isRaw bool) (*haAgent, error) {
+	a := &haAgent{node: node, isRaw: isRaw, stop: make(chan struct{}), done: make(chan struct{})}
 	cfg := c.ConfigFor(addr, apiserver.Admin)
 	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults: 5 QPS, burst 10, a limiter of its own
 	cfg.UserAgent = "kubelet/fleet-ha"
@@ -498,8 +616,23 @@ func startAgent(c *apiserver.Cluster, addr, ns string, node int, f *haFleet, wit
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &haCaller{a: a, next: rt} })
 	cs := kubernetes.NewForConfigOrDie(cfg)
+	selector := "spec.nodeName=" + nodeName(node)
+	if isRaw {
+		close(a.done) // no informer to wait for
+		pods := cs.CoreV1().Pods(ns)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			a.conns.closeAll()
+			return nil, fmt.Errorf("raw watcher of %s: LIST: %w", nodeName(node), err)
+		}
+		a.rawRV, _ = strconv.ParseUint(list.ResourceVersion, 10, 64)
+		a.raw = startRawWatcher(t, f.began, nodePodsWatch{pods: pods, selector: selector}, list.ResourceVersion, false)
+		return a, nil
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + nodeName(node) }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 	a.inf = factory.Core().V1().Pods().Informer()
 	a.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    a.record,
@@ -509,12 +642,81 @@ func startAgent(c *apiserver.Cluster, addr, ns string, node int, f *haFleet, wit
 		defer close(a.done)
 		a.inf.Run(a.stop)
 	}()
-	return a
+	return a, nil
+}
+
+// nodePodsWatch lends rawWatcher, written for ConfigMaps, one node's pods: its Watch (the only
+// method rawWatcher calls) watches them and hands each on as a ConfigMap with what rawWatcher
+// records of an object (name, resourceVersion, the writer's gen); ERROR events pass unchanged.
+type nodePodsWatch struct {
+	typedcorev1.ConfigMapInterface // nil: never called
+	pods                           typedcorev1.PodInterface
+	selector                       string
+}
+
+func (p nodePodsWatch) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.FieldSelector = p.selector
+	opts.TimeoutSeconds = &fleetHARawWatchTimeout
+	w, err := p.pods.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+		if pod, ok := ev.Object.(*corev1.Pod); ok {
+			ev.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, ResourceVersion: pod.ResourceVersion},
+				Data: map[string]string{"gen": pod.Annotations["gen"]}}
+		}
+		return ev, true
+	}), nil
+}
+
+// rawResult is how a's raw watcher ended (if it did before now) and how many of writes, the
+// writer's changes, to its node's pods after its LIST it never received (by pod name and
+// resourceVersion).
+func (a *haAgent) rawResult(writes []haWrite) haRawWatcher {
+	res := haRawWatcher{Node: a.node, ListRV: a.rawRV}
+	events := a.raw.snapshot()
+	closes := a.raw.closesSnapshot()
+	a.raw.mu.Lock()
+	watchErrs := append([]string(nil), a.raw.watchErrs...)
+	a.raw.mu.Unlock()
+	res.Events = len(events)
+	switch {
+	case len(watchErrs) > 0:
+		res.Ended, res.Error = "error", watchErrs[0]
+	case len(closes) > 0:
+		res.Ended, res.EndedAt = "closed", closes[0].At.Seconds() // rawWatcher's began is the fleet's
+		if k := closes[0].Events; k > 0 && events[k-1].Type == watch.Error {
+			res.Ended, res.Error = "error", events[k-1].Err
+			if events[k-1].Gone {
+				res.Ended = "410"
+			}
+		}
+	}
+	type podRV struct {
+		pod string
+		rv  uint64
+	}
+	got := map[podRV]bool{}
+	for _, e := range events {
+		if e.Type == watch.Added || e.Type == watch.Modified {
+			got[podRV{e.Name, e.RV}] = true
+		}
+	}
+	for _, w := range writes {
+		if w.node == a.node && w.rv > a.rawRV && !got[podRV{w.pod, w.rv}] {
+			res.Missed++
+		}
+	}
+	return res
 }
 
 func (a *haAgent) close() {
 	close(a.stop)
 	<-a.done
+	if a.raw != nil {
+		a.raw.stopAndWait()
+	}
 	a.conns.closeAll()
 }
 
@@ -866,17 +1068,19 @@ func scrapeEtcd(c *apiserver.Cluster) scraped {
 	return parseMetrics(resp.Body)
 }
 
-// fleetHAUpgrade runs one rolling upgrade under a fleet of n agents.
+// fleetHAUpgrade runs one rolling upgrade under a fleet of n agents, raw of them raw watchers.
 func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kubernetes.Interface, ns string,
-	p upgradeProfile, n, run int, withKretry bool, etcdPID int) *fleetHARun {
+	p upgradeProfile, n, raw, run int, withKretry bool, etcdPID int) *fleetHARun {
 	ctx := context.Background()
 	name := "stock"
 	if withKretry {
 		name = "kretry"
 	}
-	r := &fleetHARun{Pace: p.Name, Client: name, Run: run, Agents: n}
+	r := &fleetHARun{Pace: p.Name, Client: name, Run: run, Agents: n, Raw: raw}
 	f := &haFleet{began: time.Now()}
 	agents := make([]*haAgent, n)
+	startErrs := make([]error, n)
+	isRaw := fleetHARawAgents(n, raw)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
 	for i := range n {
@@ -885,17 +1089,28 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			agents[i] = startAgent(c, lbAddr, ns, i, f, withKretry)
+			agents[i], startErrs[i] = startAgent(t, c, lbAddr, ns, i, f, withKretry, isRaw[i])
 		}()
 	}
 	wg.Wait()
 	defer func() {
 		for _, a := range agents {
-			a.close()
+			if a != nil {
+				a.close()
+			}
 		}
 	}()
+	for _, err := range startErrs {
+		if err != nil {
+			t.Errorf("%s run %d %s: %v", p.Name, run, name, err)
+			return nil
+		}
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	for _, a := range agents {
+		if a.isRaw {
+			continue
+		}
 		if !cache.WaitForCacheSync(syncCtx.Done(), a.inf.HasSynced) {
 			cancel()
 			t.Errorf("%s run %d %s: the fleet did not sync in 5 minutes", p.Name, run, name)
@@ -906,10 +1121,10 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	synced := time.Since(f.began)
 
 	// The mark: everything from here on is the upgrade's.
-	type mark struct{ caller, wire, wire200, req, gone, bytes int64 }
+	type mark struct{ caller, wire, wire200, req, gone, bytes, raw int64 }
 	marks := make([]mark, n)
 	for i, a := range agents {
-		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(), a.bytes.Load()}
+		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(), a.bytes.Load(), a.rawFetches.Load()}
 	}
 	var kmarks [5]int64
 	if withKretry {
@@ -994,11 +1209,11 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		r.CachesEqual = 0
 		for _, a := range agents {
-			if equal(a) {
+			if !a.isRaw && equal(a) {
 				r.CachesEqual++
 			}
 		}
-		if r.CachesEqual == n || time.Now().After(deadline) {
+		if r.CachesEqual == n-raw || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -1036,6 +1251,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 		r.WireRequests += a.wireRequests.Load() - marks[i].req
 		r.WireGone += a.wireGone.Load() - marks[i].gone
 		r.Bytes += a.bytes.Load() - marks[i].bytes
+		r.RawFetches += a.rawFetches.Load() - marks[i].raw
 		if withKretry {
 			r.Retries += a.log.retries.Load()
 			r.Resumes += a.log.resumes.Load()
@@ -1050,7 +1266,30 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	r.Refusals -= kmarks[3]
 	r.GiveUps -= kmarks[4]
 
-	// Freshness: per restart, per agent, the first change to its pods written after the
+	// The raw watchers: how they ended, what they missed (the caches' wait above gave the
+	// living ones time to receive the last writes).
+	for _, a := range agents {
+		if !a.isRaw {
+			continue
+		}
+		rr := a.rawResult(writes)
+		r.RawWatchers = append(r.RawWatchers, rr)
+		r.RawMissed += rr.Missed
+		switch rr.Ended {
+		case "closed":
+			r.RawClosed++
+		case "410":
+			r.RawGone++
+		case "error":
+			r.RawErrors++
+		}
+	}
+	r.RawEnded = r.RawClosed + r.RawGone + r.RawErrors
+	if r.RawFetches > 0 {
+		t.Logf("%s run %d %s: the raw watchers sent %d initial-state fetches over the upgrade (by design none)", p.Name, run, name, r.RawFetches)
+	}
+
+	// Freshness: per restart, per informer, the first change to its pods written after the
 	// SIGTERM, and when the agent's cache held it.
 	byNode := make([][]haWrite, n)
 	for _, wr := range writes {
@@ -1062,6 +1301,9 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	for _, rs := range restarts {
 		var after, lag []float64
 		for node, ws := range byNode {
+			if agents[node].isRaw {
+				continue
+			}
 			k := sort.Search(len(ws), func(k int) bool { return ws[k].at.After(rs) })
 			if k == len(ws) {
 				continue
@@ -1094,23 +1336,29 @@ func fleetHARow(r *fleetHARun) string {
 		cpu += r.CPU[i]
 		rss = math.Max(rss, r.PeakRSS[i])
 	}
-	return fmt.Sprintf("%-5s %d %-6s %7d %6d %5d %5d %5d %5d %9.1f %6.1f %6.1f %5.0f %6.1f %6d %6d %6d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %6d %6d %4d %4d %5.1f %5.0f%% %s",
+	rawEnded, rawMissed := "-", "-"
+	if r.Raw > 0 {
+		rawEnded = fmt.Sprintf("%d/%d c%d g%d e%d", r.RawEnded, r.Raw, r.RawClosed, r.RawGone, r.RawErrors)
+		rawMissed = strconv.Itoa(r.RawMissed)
+	}
+	return fmt.Sprintf("%-5s %d %-6s %7d %6d %5d %5d %5d %5d %9.1f %6.1f %6.1f %5.0f %6.1f %6d %6d %6d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %-16s %6s %6d %6d %4d %4d %5.1f %5.0f%% %s",
 		r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
 		float64(r.Bytes)/(1<<20), r.CPU[0], r.CPU[1], rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99,
-		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents,
+		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents-r.Raw, rawEnded, rawMissed,
 		r.Retries, r.Resumes, r.Refusals, r.WireGone+r.APIGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
 }
 
 func fleetHATable(runs []*fleetHARun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-5s %s %-6s %7s %6s %5s %5s %5s %5s %9s %6s %6s %5s %6s %6s %6s %6s %11s %11s %4s %11s %6s %6s %4s %4s %5s %6s %s\n",
+	fmt.Fprintf(&b, "%-5s %s %-6s %7s %6s %5s %5s %5s %5s %9s %6s %6s %5s %6s %6s %6s %6s %11s %11s %4s %11s %-16s %6s %6s %6s %4s %4s %5s %6s %s\n",
 		"pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "cpu-0", "cpu-1", "rss", "etcd", "ranges",
-		"rq/s", "p99", "half/all", "lag h/all", "miss", "caches", "retry", "resume", "bdgt", "410", "agts", "busy", "load")
+		"rq/s", "p99", "half/all", "lag h/all", "miss", "caches", "raw ended", "r-miss", "retry", "resume", "bdgt", "410", "agts", "busy", "load")
 	for _, r := range runs {
 		b.WriteString(fleetHARow(r) + "\n")
 	}
-	b.WriteString("Over the upgrade (from the writer's start to caches equal at the end): relist: initial-state fetches client-go\n" +
-		"  asked for; fetch/200: LISTs + watch-lists the agents sent / answered 200 (below kretry: what the balancer passed);\n" +
+	b.WriteString("Over the upgrade (from the writer's start to caches equal at the end): agents: informers + raw watchers;\n" +
+		"  relist: initial-state fetches the informers' client-go asked for; fetch/200: LISTs + watch-lists the informers\n" +
+		"  sent / answered 200 (below kretry: what the balancer passed; a raw watcher's one LIST, before the upgrade, is in neither);\n" +
 		"  LIST, WL: pods LISTs and watch-lists by the apiservers' own metrics (apiserver_request_total,\n" +
 		"  apiserver_watch_list_duration_seconds; a dying server's last seconds are not scraped; LIST counts\n" +
 		"  the harness's one consistent LIST at the end); MiB: bytes the agents read;\n" +
@@ -1118,8 +1366,11 @@ func fleetHATable(runs []*fleetHARun) string {
 		"  seconds; ranges: etcd range requests\n" +
 		"  (grpc_server_handled_total{grpc_method=\"Range\"}); rq/s, p99: requests/s through the balancer,\n" +
 		"  peak and 99th percentile second; half/all: worst restart, seconds from the SIGTERM until half / all caches held the\n" +
-		"  first change to their pods after it; lag: the same from that change's write; miss: such changes never seen;\n" +
-		"  caches: equal to the server at the end; retry, resume, bdgt: kretry's retries, resumes, budget refusals;\n" +
+		"  first change to their pods after it (informers); lag: the same from that change's write; miss: such changes never\n" +
+		"  seen; caches: informers' caches equal to the server at the end; raw ended: raw watchers whose one watch ended before\n" +
+		"  the run did / raw watchers, c: closed without an ERROR event, g: on an ERROR 410, e: on another ERROR (or the Watch\n" +
+		"  call failed); r-miss: the writer's changes to the raw watchers' pods after their LIST never received, summed;\n" +
+		"  retry, resume, bdgt: kretry's retries, resumes, budget refusals (all agents);\n" +
 		"  410: answered 410 (wire + apiserver metrics); agts: the agents' process's CPU seconds; busy: the machine's CPU\n" +
 		"  busy over the run (all cores; near 100%: the machine, not the control plane, is the limit); load: load average.\n")
 	return b.String()
