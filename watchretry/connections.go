@@ -1,6 +1,7 @@
 package watchretry
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -96,4 +97,18 @@ func connKey(conn net.Conn) any {
 		return nil
 	}
 	return conn
+}
+
+// apiserver identifies the apiserver that answered over a TLS connection
+// by a digest of its serving certificate, or returns nil when there is
+// none. Each apiserver of an HA control plane set up by kubeadm has its own
+// serving certificate, and a balancer that passes TLS through shows the
+// client the certificate of the apiserver it reached; behind a balancer
+// that ends TLS itself, or apiservers sharing one certificate, every answer
+// has the same identity and tells the apiservers apart no more than none.
+func apiserver(state *tls.ConnectionState) any {
+	if state == nil || len(state.PeerCertificates) == 0 {
+		return nil
+	}
+	return sha256.Sum256(state.PeerCertificates[0].Raw)
 }

@@ -2,6 +2,7 @@ package watchretry_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -168,6 +169,50 @@ func TestExpiredAfterABalancerFailureSearched(t *testing.T) {
 	}
 	if n := srv.requestCount(); n != 7 {
 		t.Errorf("%d requests, want 7: the watch, three failed resumes, two 410s, the resumed stream", n)
+	}
+}
+
+// TestExpiredFromAnotherApiserverHandedOver: a resume's 410 from an
+// apiserver other than the one whose stream was lost (told apart by their
+// serving certificates) is handed over with no search; one from the
+// stream's own apiserver, restarted, is searched past until the apiserver
+// that holds the resume point answers. Fails before: the first retried the
+// 410 on twenty new connections, each reaching the same apiserver.
+func TestExpiredFromAnotherApiserverHandedOver(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inStream=%v", inStream), func(t *testing.T) {
+			ct := jsonStream
+			first := event(t, ct, watch.Added, configMap("a", "101"))
+			from := func(r reply, server string) reply { r.apiserver = server; return r }
+			gone := expired(t, ct, inStream, tooOld("101", "500"))
+
+			t.Run("another apiserver", func(t *testing.T) {
+				srv := newServer(t, ct, from(reply{body: first, cut: true, cutAt: len(first)}, "a"), from(gone, "b"))
+				srv.next = func(url.Values) reply { return from(gone, "b") }
+				h := newHarness(t, srv, nil)
+				got := collect(t, h.watch(t, metav1.ListOptions{ResourceVersion: "100"}), -1)
+				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+				if n := srv.requestCount(); n != 2 {
+					t.Errorf("%d requests, want 2: the watch and its resume, no retry", n)
+				}
+			})
+			t.Run("the same apiserver, restarted", func(t *testing.T) {
+				srv := newServer(t, ct, from(reply{body: first, cut: true, cutAt: len(first)}, "a"), from(gone, "a"), from(gone, "a"),
+					from(reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true}, "b"))
+				h := newHarness(t, srv, nil)
+				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+				got := collect(t, w, 2)
+				w.Stop()
+				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+				if n := srv.requestCount(); n != 4 {
+					t.Errorf("%d requests, want 4: the watch, two 410s from its restarted apiserver, the other's stream", n)
+				}
+			})
+		})
 	}
 }
 

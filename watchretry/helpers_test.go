@@ -1,6 +1,8 @@
 package watchretry_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -111,6 +113,7 @@ type reply struct {
 	onStart     func()      // runs at the body's first read, before any byte
 	onRequest   func()      // runs when the request arrives, before it is answered
 	silent      bool        // the request is never answered: RoundTrip waits for its end
+	apiserver   string      // if set, the answer comes over TLS from a server whose certificate is this
 }
 
 // server is a scripted fake API server behind httpmock: each watch request
@@ -190,7 +193,11 @@ func (s *server) answer(req *http.Request, r reply) (*http.Response, error) {
 		}
 	}
 	s.bodies = append(s.bodies, body)
-	return &http.Response{StatusCode: r.status, Header: header, Body: body, Request: req}, nil
+	resp := &http.Response{StatusCode: r.status, Header: header, Body: body, Request: req}
+	if r.apiserver != "" {
+		resp.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte(r.apiserver)}}}
+	}
+	return resp, nil
 }
 
 // query returns the query of the i-th request.

@@ -41,6 +41,12 @@ type stream struct {
 	closed atomic.Bool
 	conn   net.Conn
 
+	// server is the apiserver (see apiserver) that answered the last
+	// request, whose stream is being read or whose answer is being decided
+	// on; lost is the one whose stream was being read when its connection
+	// was last lost. Read's goroutine alone uses them.
+	server, lost any
+
 	m       machine
 	scanner *frame.Scanner
 	// frame is the one the scanner read last: a field, so that scanning
@@ -69,6 +75,7 @@ func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc fra
 		ctx:      ctx,
 		cancel:   cancel,
 		m:        machine{phase: streaming, point: newResumePoint(params), maxInvalid: rt.cfg.MaxInvalidFrames},
+		server:   apiserver(resp.TLS),
 	}
 	s.attach(resp.Body)
 	tracker.Opened()
@@ -138,6 +145,9 @@ func (s *stream) handle(ev *event) {
 	if ev.kind != evFrame {
 		ev.at = s.rt.policy.Clock().Now()
 	}
+	if ev.kind == evBroke {
+		s.lost = s.server
+	}
 	s.consult(ev)
 	from := s.m.phase
 	act := next(&s.m, ev)
@@ -204,6 +214,7 @@ func (s *stream) expiry(ev *event) policy.Expiry {
 		}
 	}
 	if expiry.Resume {
+		expiry.Server, expiry.Lost = s.server, s.lost
 		s.mu.Lock()
 		expiry.Connection = connKey(s.conn)
 		s.mu.Unlock()
@@ -298,6 +309,9 @@ func (s *stream) reopen() event {
 			establish.DrainAndClose(resp.Body)
 		}
 		return event{kind: evSearchOver, attempts: attempts}
+	}
+	if err == nil {
+		s.server = apiserver(resp.TLS)
 	}
 	switch {
 	case err != nil && s.ended():

@@ -73,6 +73,9 @@ func TestGone(t *testing.T) {
 func TestGoneRetriesExpiredResumes(t *testing.T) {
 	fresh := policy.Expiry{Resume: true, Oldest: "500"}
 	over := func(conn string) policy.Expiry { return policy.Expiry{Resume: true, Oldest: "500", Connection: conn} }
+	from := func(server, lost any) policy.Expiry {
+		return policy.Expiry{Resume: true, Oldest: "500", Server: server, Lost: lost}
+	}
 	tests := []struct {
 		name    string
 		budget  policy.BudgetConfig
@@ -97,6 +100,14 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			gones: repeatExpiry(fresh, 21), want: append(slices.Repeat([]bool{true}, 20), false)},
 		{name: "another apiserver names another oldest: expired everywhere",
 			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, want: []bool{true, false}},
+		// Fails before: behind a balancer that had taken the stream's
+		// apiserver out, twenty retries each met the one left again.
+		{name: "another apiserver than the stream's: at once",
+			gones: []policy.Expiry{from("b", "a")}, want: []bool{false}},
+		{name: "the stream's apiserver, restarted: retried until another answers",
+			gones: []policy.Expiry{from("a", "a"), from("a", "a"), from("b", "a")}, want: []bool{true, true, false}},
+		{name: "one apiserver known, the other not: as if neither were",
+			gones: []policy.Expiry{from("b", nil), from(nil, "a")}, want: []bool{true, true}},
 		{name: "not the watch cache's message (etcd compacted): at once",
 			gones: []policy.Expiry{{Resume: true}}, want: []bool{false}},
 		{name: "not a resume after a lost connection: at once",

@@ -442,6 +442,10 @@ func (s *Server) launch() error {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
 	}
+	servingCert, servingKey, err := c.pki.servingPair(s.index)
+	if err != nil {
+		return err
+	}
 	etcdURL := c.etcdURL
 	if s.etcdVia != nil {
 		etcdURL = s.etcdVia(etcdURL)
@@ -452,8 +456,8 @@ func (s *Server) launch() error {
 		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", s.port),
 		"--cert-dir=" + certDir,
-		"--tls-cert-file=" + c.pki.servingCert,
-		"--tls-private-key-file=" + c.pki.servingKey,
+		"--tls-cert-file=" + servingCert,
+		"--tls-private-key-file=" + servingKey,
 		"--token-auth-file=" + filepath.Join(c.dir, "tokens.csv"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + c.pki.saPublicKey,

@@ -13,17 +13,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
-// pki holds the files written for one cluster: a CA, a serving certificate for loopback signed
-// by it, and the service-account signing key.
+// pki holds the files written for one cluster: a CA, the service-account signing key, and a
+// serving certificate for loopback signed by the CA for each kube-apiserver, written when it
+// first starts. Each apiserver has its own, as kubeadm gives each control-plane node its own: a
+// client behind a balancer that passes TLS through can tell the apiservers apart by it.
 type pki struct {
+	dir         string
 	caPEM       []byte
-	servingCert string
-	servingKey  string
+	caCert      *x509.Certificate
+	caKey       *ecdsa.PrivateKey
 	saKey       string
 	saPublicKey string
+
+	mu      sync.Mutex
+	serving map[int][2]string // server index: its certificate and key files
 }
 
 // writePKI generates the cluster's keys in dir. Everything is generated in-process with crypto/*
@@ -52,25 +59,6 @@ func writePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	servingTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, caCert, &servingKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-
 	// Service-account tokens are signed with RSA (RS256), as kube-apiserver expects by default.
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -78,15 +66,13 @@ func writePKI(dir string) (*pki, error) {
 	}
 
 	p := &pki{
+		dir:         dir,
 		caPEM:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		servingCert: filepath.Join(dir, "serving.crt"),
-		servingKey:  filepath.Join(dir, "serving.key"),
+		caCert:      caCert,
+		caKey:       caKey,
 		saKey:       filepath.Join(dir, "sa.key"),
 		saPublicKey: filepath.Join(dir, "sa.pub"),
-	}
-	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
-	if err != nil {
-		return nil, err
+		serving:     map[int][2]string{},
 	}
 	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
@@ -94,15 +80,64 @@ func writePKI(dir string) (*pki, error) {
 	}
 	files := map[string][]byte{
 		filepath.Join(dir, "ca.crt"): p.caPEM,
-		p.servingCert:                append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}), p.caPEM...),
-		p.servingKey:                 pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
 		p.saKey:                      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		p.saPublicKey:                pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
 	}
-	for path, data := range files {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return nil, fmt.Errorf("apiserver: write %s: %w", filepath.Base(path), err)
-		}
+	if err := writeFiles(files); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// servingPair returns the serving certificate and key files of the index-th apiserver, issuing
+// them the first time (a restarted apiserver serves the certificate it had).
+func (p *pki) servingPair(index int) (cert, key string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pair, ok := p.serving[index]; ok {
+		return pair[0], pair[1], nil
+	}
+	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	now := time.Now()
+	servingTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(int64(2 + index)),
+		Subject:      pkix.Name{CommonName: fmt.Sprintf("kube-apiserver-%d", index)},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+	}
+	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, p.caCert, &servingKey.PublicKey, p.caKey)
+	if err != nil {
+		return "", "", err
+	}
+	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
+	if err != nil {
+		return "", "", err
+	}
+	cert = filepath.Join(p.dir, fmt.Sprintf("serving-%d.crt", index))
+	key = filepath.Join(p.dir, fmt.Sprintf("serving-%d.key", index))
+	err = writeFiles(map[string][]byte{
+		cert: append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}), p.caPEM...),
+		key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
+	})
+	if err != nil {
+		return "", "", err
+	}
+	p.serving[index] = [2]string{cert, key}
+	return cert, key, nil
+}
+
+func writeFiles(files map[string][]byte) error {
+	for path, data := range files {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return fmt.Errorf("apiserver: write %s: %w", filepath.Base(path), err)
+		}
+	}
+	return nil
 }

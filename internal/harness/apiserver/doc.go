@@ -2,9 +2,10 @@
 // recording fixtures and for end-to-end tests.
 //
 // [Start] launches one etcd (--unsafe-no-fsync, free loopback ports, data in a temporary
-// directory) and one or more kube-apiservers against it. Every server shares one serving
-// certificate issued by a CA generated for the cluster, so a client that trusts
-// [Cluster.CAData] verifies TLS whichever server (or proxy in front of it) it reaches.
+// directory) and one or more kube-apiservers against it. Each server has its own serving
+// certificate, as kubeadm gives each control-plane node its own, all issued by a CA generated for
+// the cluster, so a client that trusts [Cluster.CAData] verifies TLS whichever server (or proxy
+// in front of it) it reaches.
 // Two users are configured with a static token file: [Admin] (in system:masters, exempt from
 // request limits) and [Limited] (not in system:masters, so 429s apply to it).
 // [Cluster.Config] hands back a *rest.Config for either.

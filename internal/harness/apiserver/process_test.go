@@ -1,6 +1,9 @@
 package apiserver
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,9 +88,40 @@ func TestWritePKI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{p.servingCert, p.servingKey, p.saKey, p.saPublicKey} {
+	cert0, key0, err := p.servingPair(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert1, key1, err := p.servingPair(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{cert0, key0, cert1, key1, p.saKey, p.saPublicKey} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Fatalf("%s: %v", f, err)
 		}
+	}
+	if again, _, err := p.servingPair(0); err != nil || again != cert0 {
+		t.Errorf("servingPair(0) again = %s, %v; want %s: a restarted apiserver keeps its certificate", again, err, cert0)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.caPEM)
+	var leaves [][]byte
+	for _, pair := range [][2]string{{cert0, key0}, {cert1, key1}} {
+		kp, err := tls.LoadX509KeyPair(pair[0], pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(kp.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1"}); err != nil {
+			t.Errorf("%s: %v", pair[0], err)
+		}
+		leaves = append(leaves, kp.Certificate[0])
+	}
+	if bytes.Equal(leaves[0], leaves[1]) {
+		t.Error("two apiservers serve the same certificate, want one each")
 	}
 }
