@@ -162,17 +162,25 @@ func TestFleetHA(t *testing.T) {
 }
 
 // fleetHARawProblems is what is wrong with r's raw watchers: at the cloud pace, under kretry,
-// a raw watch is resumed across every restart (another apiserver holds its resume point), so
-// none ends before the run does and none misses a change. Stock's are not checked: a plain
-// Watch ends when its apiserver stops. Nor is the fast pace: there the balancer has taken the
-// stopping apiserver out, the one left started after the resume point, and its 410 is true,
-// so a raw watcher ending on it is right.
+// a raw watch is resumed across every restart while an apiserver holds its resume point, so
+// none ends before the run does and none misses a change, but for a 410 that was true
+// everywhere: every apiserver started after the watcher's last event, or was stopped since
+// (see heldBy). Stock's are not checked: a plain Watch ends when its apiserver stops. Nor is the
+// fast pace: there the balancer has taken the stopping apiserver out, the one left started
+// after the resume point, and its 410 is true, so a raw watcher ending on it is right.
 func fleetHARawProblems(r *fleetHARun) []string {
 	if r.Client != "kretry" || r.Pace != "cloud" {
 		return nil
 	}
 	var problems []string
 	for _, w := range r.RawWatchers {
+		if w.Ended == "410" {
+			if held := r.heldBy(w.LastEventAt, w.EndedAt); held >= 0 {
+				problems = append(problems, fmt.Sprintf("the raw watcher of %s ended (%s %s) at %.1fs, while apiserver %d held its resume point (its last event at %.1fs)",
+					nodeName(w.Node), w.Ended, w.Error, w.EndedAt, held, w.LastEventAt))
+			}
+			continue // a true 410: the changes after it are missed, as they must be
+		}
 		if w.Ended != "" {
 			problems = append(problems, fmt.Sprintf("the raw watcher of %s ended (%s %s) at %.1fs", nodeName(w.Node), w.Ended, w.Error, w.EndedAt))
 		}
@@ -183,8 +191,41 @@ func fleetHARawProblems(r *fleetHARun) []string {
 	return problems
 }
 
+// heldBy returns an apiserver that held a resume point from an event at lastEvent until
+// ended (seconds since the series began), or -1 if none did: one whose watch cache began before
+// the event (it was ready a second before it, or never restarted before it) and that was not
+// stopped between the two. The second is a margin for the write before its event: it errs
+// towards a true 410.
+func (r *fleetHARun) heldBy(lastEvent, ended float64) int {
+	servers := 0
+	for _, rs := range r.RestartLog {
+		servers = max(servers, rs.Server+1)
+	}
+	for i := range servers {
+		began, stopped := true, false
+		for _, rs := range r.RestartLog {
+			if rs.Server != i {
+				continue
+			}
+			if rs.Term <= lastEvent && rs.Ready > lastEvent-1 {
+				began = false // restarted, its cache beginning (near) after the event
+			}
+			if rs.Term > lastEvent && rs.Term <= ended {
+				stopped = true
+			}
+		}
+		if began && !stopped {
+			return i
+		}
+	}
+	return -1
+}
+
 // TestFleetHARawProblems: the raw watchers' check without a control plane.
 func TestFleetHARawProblems(t *testing.T) {
+	// Two apiservers restarted in turn, twice round: SIGTERMed at 4, 24, 44 and 64 s, each
+	// ready 3 s later.
+	log := []haRestart{{0, 4, 7}, {1, 24, 27}, {0, 44, 47}, {1, 64, 67}}
 	for _, tc := range []struct {
 		name   string
 		client string
@@ -193,14 +234,22 @@ func TestFleetHARawProblems(t *testing.T) {
 		want   int
 	}{
 		{"kretry, all watching, none missed", "kretry", "cloud", []haRawWatcher{{Node: 0}, {Node: 10}}, 0},
-		{"kretry, one ended on a 410", "kretry", "cloud", []haRawWatcher{{Node: 0}, {Node: 10, Ended: "410", Missed: 3}}, 2},
+		// Its last event at 20 s: apiserver 1 held it until it stopped at 24 s.
+		{"kretry, one ended on a 410 while another apiserver held its point", "kretry", "cloud",
+			[]haRawWatcher{{Node: 0}, {Node: 10, Ended: "410", LastEventAt: 20, EndedAt: 22, Missed: 3}}, 1},
+		// Its last event at 26 s, before apiserver 1 was ready again, and apiserver 0 stopped at
+		// 44 s: a true 410 at 46 s (seen in a run at N = 100).
+		{"kretry, one ended on a true 410", "kretry", "cloud",
+			[]haRawWatcher{{Node: 10, Ended: "410", LastEventAt: 26, EndedAt: 46.4, Missed: 3}}, 0},
+		{"kretry, one ended on a 410 at 46 s, its last event at 30 s: apiserver 1 held it", "kretry", "cloud",
+			[]haRawWatcher{{Node: 10, Ended: "410", LastEventAt: 30, EndedAt: 46.4}}, 1},
 		{"kretry, one missed a change", "kretry", "cloud", []haRawWatcher{{Node: 0, Missed: 1}}, 1},
 		{"kretry, one closed", "kretry", "cloud", []haRawWatcher{{Node: 0, Ended: "closed"}}, 1},
 		{"kretry at the fast pace, one ended on a true 410", "kretry", "fast", []haRawWatcher{{Node: 0, Ended: "410", Missed: 3}}, 0},
 		{"stock, all ended", "stock", "cloud", []haRawWatcher{{Node: 0, Ended: "closed", Missed: 6}, {Node: 10, Ended: "error"}}, 0},
 		{"kretry, no raw watchers", "kretry", "cloud", nil, 0},
 	} {
-		got := fleetHARawProblems(&fleetHARun{Client: tc.client, Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw})
+		got := fleetHARawProblems(&fleetHARun{Client: tc.client, Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw, RestartLog: log})
 		if len(got) != tc.want {
 			t.Errorf("%s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
 		}
@@ -309,8 +358,16 @@ type fleetHARun struct {
 	RawFetches  int64          `json:"raw_fetches"`     // initial-state fetches they sent over the upgrade (by design 0)
 	RawWatchers []haRawWatcher `json:"raw"`
 
-	Restarts []float64 `json:"restarts"` // seconds since the series began: each SIGTERM
-	Series   []haPoint `json:"series"`
+	Restarts   []float64   `json:"restarts"` // seconds since the series began: each SIGTERM
+	RestartLog []haRestart `json:"restart_log"`
+	Series     []haPoint   `json:"series"`
+}
+
+// haRestart is one apiserver's restart in a run, in seconds since the series began.
+type haRestart struct {
+	Server int     `json:"server"`
+	Term   float64 `json:"term"`  // its SIGTERM
+	Ready  float64 `json:"ready"` // ready again (Start returned)
 }
 
 // haRawWatcher is what one raw watcher did in a run.
@@ -320,8 +377,11 @@ type haRawWatcher struct {
 	Events  int     `json:"events"`             // events received, ERROR ones included
 	Ended   string  `json:"ended,omitempty"`    // "" (still watching at the run's end), closed, 410, error
 	EndedAt float64 `json:"ended_at,omitempty"` // seconds since the series began (as restarts)
-	Error   string  `json:"error,omitempty"`    // the ERROR event's status, or the Watch call's error
-	Missed  int     `json:"missed"`
+	// LastEventAt is when its last event before its end arrived (0: none, its LIST's before
+	// the upgrade), in the same seconds.
+	LastEventAt float64 `json:"last_event_at,omitempty"`
+	Error       string  `json:"error,omitempty"` // the ERROR event's status, or the Watch call's error
+	Missed      int     `json:"missed"`
 }
 
 // haPoint is one second of a run.
@@ -681,6 +741,11 @@ func (a *haAgent) rawResult(writes []haWrite) haRawWatcher {
 	watchErrs := append([]string(nil), a.raw.watchErrs...)
 	a.raw.mu.Unlock()
 	res.Events = len(events)
+	for _, e := range events {
+		if e.Type != watch.Error {
+			res.LastEventAt = e.At.Seconds()
+		}
+	}
 	switch {
 	case len(watchErrs) > 0:
 		res.Ended, res.Error = "error", watchErrs[0]
@@ -1168,6 +1233,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 			if err := s.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
+			r.RestartLog = append(r.RestartLog, haRestart{Server: i, Term: restarts[len(restarts)-1].Sub(f.began).Seconds(), Ready: time.Since(f.began).Seconds()})
 			meter.sample()
 			time.Sleep(3 * p.Inter)
 		}
