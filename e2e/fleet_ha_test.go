@@ -587,6 +587,11 @@ func isFetch(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/pods")
 }
 
+// WrappedRoundTripper lets client-go's utilnet.CloseIdleConnectionsFor, which kretry calls to
+// retire an HTTP/2 connection before it retries a 410 on a new one, reach the transport below:
+// without it every such retry first rode the old connection, one more request each.
+func (w *haWire) WrappedRoundTripper() http.RoundTripper { return w.next }
+
 func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	fetch := isFetch(req)
 	sec := w.f.second()
