@@ -709,3 +709,25 @@ func TestOutsideIdentitySharedCertOtherS(t *testing.T) {
 		}
 	})
 }
+
+// (9) Restart in place, and the first new connection is accepted and closed
+// (A still coming up) before A's 410 and B: the failed connection does not
+// change whose stream was lost; the search resumes at B.
+func TestOutsideIdentityRefusedThenSameCert(t *testing.T) {
+	t.Parallel()
+	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
+		s := idtMake(t, v.tls, v.h2, false, v.evnt)
+		r := idtFollow(t, s.cs, func(rv string) bool {
+			if rv != strconv.Itoa(idtBreak) {
+				return false
+			}
+			s.a.setTooOld(true)
+			s.f.reroute(idtRoundRobin(nil, s.a, s.b), s.a)
+			return true
+		})
+		r.wantResumed(t)
+		if s.a.resumes() != 1 || s.b.resumes() != 1 {
+			t.Errorf("want A's 410 then B's resume: A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
+		}
+	})
+}
