@@ -493,6 +493,7 @@ func srchAlwaysTooOld(int) srchAnswer { return srchTooOld(srchS) }
 // (1) The first reopen reaches A through a balancer that took 3.2 s (no
 // failure before it): the search is made, its retry reaches B.
 func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld, slow: 3200 * time.Millisecond,
 			route: func(n int, _ time.Duration) srchKind {
@@ -511,6 +512,7 @@ func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
 // (2) Refused for 4 s (nothing listening), then only a fresh A: the client
 // was cut off from every apiserver, the 410 is handed over, no search.
 func TestOutsideSearchRefusedThenFresh(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld, refused: 4 * time.Second,
 			route: func(int, time.Duration) srchKind { return srchToA }})
@@ -523,6 +525,7 @@ func TestOutsideSearchRefusedThenFresh(t *testing.T) {
 
 // (2b) Control: refused for only ~1 s, then A then B: the search is made.
 func TestOutsideSearchRefusedBriefly(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld, refused: time.Second,
 			route: func(n int, _ time.Duration) srchKind {
@@ -562,8 +565,10 @@ func srchEOFThen(d time.Duration) func(int, time.Duration) srchKind {
 // reopen may fail with net/http's "server closed idle connection", which
 // is retried like any connection failure (it ended the watch cleanly once).
 func TestOutsideSearchAcceptedThenEOF(t *testing.T) {
+	t.Parallel()
 	for _, eof := range []time.Duration{4 * time.Second, 11 * time.Second} {
 		t.Run(eof.String(), func(t *testing.T) {
+			t.Parallel()
 			srchVariants(t, func(t *testing.T, tls, event bool) {
 				r := srchWatch(t, srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld, route: srchEOFThen(eof)})
 				r.wantResumed(t)
@@ -579,6 +584,7 @@ func TestOutsideSearchAcceptedThenEOF(t *testing.T) {
 // connections for the search, each retry on its own connection, then the
 // 410, within the bound.
 func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event,
 			fresh: func(n int) srchAnswer {
@@ -608,6 +614,7 @@ func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 
 // (5) The second 410 names another S: handed over at once.
 func TestOutsideSearchDifferentS(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event,
 			fresh: func(n int) srchAnswer {
@@ -634,6 +641,7 @@ func TestOutsideSearchDifferentS(t *testing.T) {
 // (6) The search's retry is accepted and never answered: the 410 is
 // handed over within the bound of the first 410.
 func TestOutsideSearchSilentRetry(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event, fresh: srchAlwaysTooOld,
 			route: func(n int, _ time.Duration) srchKind {
@@ -658,6 +666,7 @@ func TestOutsideSearchSilentRetry(t *testing.T) {
 
 // (7) etcd's compaction message, not the watch cache's: at once, no search.
 func TestOutsideSearchCompactionMessage(t *testing.T) {
+	t.Parallel()
 	srchVariants(t, func(t *testing.T, tls, event bool) {
 		r := srchWatch(t, srchCase{tls: tls, event: event,
 			fresh: func(int) srchAnswer { return srchAnswer{msg: srchCompacted} },
@@ -684,6 +693,7 @@ func TestOutsideSearchCompactionMessage(t *testing.T) {
 // (1) through an informer: the slow first answer from A, then B; the
 // informer never relists and gets every object once.
 func TestOutsideSearchInformerSlowFirstAnswer(t *testing.T) {
+	t.Parallel()
 	for _, tls := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
 			t.Parallel()
