@@ -456,52 +456,107 @@ func idtEach(t *testing.T, vs []idtVariant, f func(t *testing.T, v idtVariant)) 
 	}
 }
 
-// (1) Fast pace: A leaves the front and its connections are cut; every new
-// connection reaches B, which answers 410 (another certificate): handed
-// over at once, one resume request, no search.
-func TestOutsideIdentityFastPace(t *testing.T) {
+// TestOutsideIdentity: the stream's connection to A is cut at idtBreak and
+// new connections are routed as each case says; kretry resumes, searches
+// or hands the 410 over by whose certificate answered.
+func TestOutsideIdentity(t *testing.T) {
 	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		s.b.setTooOld(true)
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.f.reroute(idtAlways(s.b), s.a)
-			return true
+	const whenever = -1 // no bound on the time to the 410
+	for _, tc := range []struct {
+		name     string
+		variants []idtVariant
+		shared   bool // one certificate for both backends
+		// prepare sets the backends' answers at the cut; route then routes
+		// the new connections.
+		prepare func(s *idtSetup)
+		route   func(s *idtSetup) func(int) *idtBackend
+		resumed bool // the watch resumes; otherwise one 410 reaches the caller
+		a, b    int  // the resumes A and B must see
+		within  time.Duration
+	}{
+		// (1) Fast pace: A leaves the front; every new connection reaches
+		// B, which answers 410 with another certificate: handed over at
+		// once, one resume request, no search.
+		{name: "fast pace: another certificate's 410", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.b.setTooOld(true) },
+			route:   func(s *idtSetup) func(int) *idtBackend { return idtAlways(s.b) },
+			a:       0, b: 1, within: idtNoSearch},
+		// (2) Restart in place: A answers 410 with the same certificate;
+		// round robin reaches B, which holds the point.
+		{name: "restart in place", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.a.setTooOld(true) },
+			route:   func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(s.a, s.b) },
+			resumed: true, a: 1, b: 1},
+		// (3) The search ends at another certificate's 410: A (restarted)
+		// 410s, the next new connection reaches B, fresh too.
+		{name: "the search ends at another certificate's 410", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.a.setTooOld(true); s.b.setTooOld(true) },
+			route:   func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(s.a, s.b, s.b) },
+			a:       1, b: 1, within: idtBound},
+		// (6) The search meets A's 410 twice more (same certificate, same
+		// S) before B answers: it goes on and resumes at B.
+		{name: "the same certificate's 410 again: the search goes on", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.a.setTooOld(true) },
+			route:   func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(s.a, s.a, s.a, s.b) },
+			resumed: true, a: 3, b: 1},
+		// (7) A's 410 is not the watch cache's (etcd's compaction
+		// message): handed over at once, no search.
+		{name: "a compaction's 410 from the same certificate", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) {
+				s.a.mu.Lock()
+				s.a.msg = "The resourceVersion for the provided watch is too old."
+				s.a.mu.Unlock()
+				s.a.setTooOld(true)
+			},
+			route: func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(s.a, s.b) },
+			a:     1, b: 0, within: whenever},
+		// (8) Shared certificate: A's 410 (S) then B's with another S ends
+		// the search there.
+		{name: "shared certificate, another S", variants: idtTLSVariants[:2], shared: true,
+			prepare: func(s *idtSetup) {
+				s.b.mu.Lock()
+				s.b.s = idtS + 7
+				s.b.mu.Unlock()
+				s.a.setTooOld(true)
+				s.b.setTooOld(true)
+			},
+			route: func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(s.a, s.b) },
+			a:     1, b: 1, within: whenever},
+		// (9) The first new connection is accepted and closed (A still
+		// coming up) before A's 410 and B: the failed connection does not
+		// change whose stream was lost; the search resumes at B.
+		{name: "a failed connection, then the same certificate's 410", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.a.setTooOld(true) },
+			route:   func(s *idtSetup) func(int) *idtBackend { return idtRoundRobin(nil, s.a, s.b) },
+			resumed: true, a: 1, b: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			idtEach(t, tc.variants, func(t *testing.T, v idtVariant) {
+				s := idtMake(t, v.tls, v.h2, tc.shared, v.evnt)
+				r := idtFollow(t, s.cs, func(rv string) bool {
+					if rv != strconv.Itoa(idtBreak) {
+						return false
+					}
+					tc.prepare(s)
+					s.f.reroute(tc.route(s), s.a)
+					return true
+				})
+				if tc.resumed {
+					r.wantResumed(t)
+				} else if d := r.wantGone(t, idtBreak); tc.within != whenever && d > tc.within {
+					t.Errorf("the 410 took %v after the cut, want at most %v", d, tc.within)
+				}
+				if s.a.resumes() != tc.a || s.b.resumes() != tc.b {
+					t.Errorf("resumes: A %d, B %d; want A %d, B %d; %v", s.a.resumes(), s.b.resumes(), tc.a, tc.b, r)
+				}
+			})
 		})
-		d := r.wantGone(t, idtBreak)
-		if n := s.b.resumes(); n != 1 || s.a.resumes() != 0 {
-			t.Errorf("want exactly one resume request (at B): A %d, B %d; %v", s.a.resumes(), n, r)
-		}
-		if d > idtNoSearch {
-			t.Errorf("the 410 took %v after the cut, want well under 1 s (no search)", d)
-		}
-	})
+	}
 }
 
-// (2) Restart in place: A's connections are cut and A now answers 410 with
-// the same certificate; round robin reaches B, which holds the point.
-func TestOutsideIdentityRestartInPlace(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.f.reroute(idtRoundRobin(s.a, s.b), s.a)
-			return true
-		})
-		r.wantResumed(t)
-		if s.a.resumes() != 1 || s.b.resumes() != 1 {
-			t.Errorf("want A's 410 then B's resume: A %d, B %d resumes; %v", s.a.resumes(), s.b.resumes(), r)
-		}
-	})
-}
-
+// TestOutsideIdentityRestartInPlaceInformer: (2) with an informer: one
+// LIST, no relist, each object added once.
 func TestOutsideIdentityRestartInPlaceInformer(t *testing.T) {
 	t.Parallel()
 	idtEach(t, idtTLSVariants[:3], func(t *testing.T, v idtVariant) {
@@ -551,36 +606,6 @@ func TestOutsideIdentityRestartInPlaceInformer(t *testing.T) {
 		if lists != 1 || len(adds) != idtLast-idtFirst {
 			t.Errorf("want one LIST (no relist) and %d objects: %d LISTs, %v; A resumes %d, B resumes %d",
 				idtLast-idtFirst, lists, adds, s.a.resumes(), s.b.resumes())
-		}
-	})
-}
-
-// (3) The search ends at another certificate's 410: A (restarted) 410s,
-// the next new connection reaches B, fresh too: one 410, A's then B's.
-func TestOutsideIdentitySearchEndsAtOtherCert(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.b.setTooOld(true)
-			s.f.reroute(func(n int) *idtBackend {
-				if n == 1 {
-					return s.a
-				}
-				return s.b
-			}, s.a)
-			return true
-		})
-		d := r.wantGone(t, idtBreak)
-		if s.a.resumes() != 1 || s.b.resumes() != 1 {
-			t.Errorf("want one resume at A then one at B: A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
-		}
-		if d > idtBound {
-			t.Errorf("the 410 took %v after the cut, want it at B's answer", d)
 		}
 	})
 }
@@ -636,98 +661,6 @@ func TestOutsideIdentityLostStreamIsTheLatest(t *testing.T) {
 		}
 		if d > idtNoSearch {
 			t.Errorf("the 410 took %v after the second cut, want well under 1 s (no search)", d)
-		}
-	})
-}
-
-// (6) Restart in place, and the search meets A's 410 twice more (same
-// certificate, same S) before B answers: it goes on and resumes at B.
-func TestOutsideIdentitySameCertKeepsSearching(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.f.reroute(idtRoundRobin(s.a, s.a, s.a, s.b), s.a)
-			return true
-		})
-		r.wantResumed(t)
-		if s.a.resumes() != 3 || s.b.resumes() != 1 {
-			t.Errorf("want three 410s at A, then B's resume: A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
-		}
-	})
-}
-
-// (7) Restart in place, but A's 410 is not the watch cache's (etcd's
-// compaction message): handed over at once, no search.
-func TestOutsideIdentityCompactionMessageSameCert(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		s.a.mu.Lock()
-		s.a.msg = "The resourceVersion for the provided watch is too old."
-		s.a.mu.Unlock()
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.f.reroute(idtRoundRobin(s.a, s.b), s.a)
-			return true
-		})
-		r.wantGone(t, idtBreak)
-		if s.a.resumes() != 1 || s.b.resumes() != 0 {
-			t.Errorf("want one resume (A's 410, handed over): A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
-		}
-	})
-}
-
-// (8) Shared certificate: A's 410 (S) then B's 410 with another S ends the
-// search there, with one 410 to the caller.
-func TestOutsideIdentitySharedCertOtherS(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants[:2], func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, true, v.evnt)
-		s.b.mu.Lock()
-		s.b.s = idtS + 7
-		s.b.mu.Unlock()
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.b.setTooOld(true)
-			s.f.reroute(idtRoundRobin(s.a, s.b), s.a)
-			return true
-		})
-		r.wantGone(t, idtBreak)
-		if s.a.resumes() != 1 || s.b.resumes() != 1 {
-			t.Errorf("want A's 410 then B's (other S), no more: A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
-		}
-	})
-}
-
-// (9) Restart in place, and the first new connection is accepted and closed
-// (A still coming up) before A's 410 and B: the failed connection does not
-// change whose stream was lost; the search resumes at B.
-func TestOutsideIdentityRefusedThenSameCert(t *testing.T) {
-	t.Parallel()
-	idtEach(t, idtTLSVariants, func(t *testing.T, v idtVariant) {
-		s := idtMake(t, v.tls, v.h2, false, v.evnt)
-		r := idtFollow(t, s.cs, func(rv string) bool {
-			if rv != strconv.Itoa(idtBreak) {
-				return false
-			}
-			s.a.setTooOld(true)
-			s.f.reroute(idtRoundRobin(nil, s.a, s.b), s.a)
-			return true
-		})
-		r.wantResumed(t)
-		if s.a.resumes() != 1 || s.b.resumes() != 1 {
-			t.Errorf("want A's 410 then B's resume: A %d, B %d; %v", s.a.resumes(), s.b.resumes(), r)
 		}
 	})
 }
