@@ -1,10 +1,10 @@
 package watchretry_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
