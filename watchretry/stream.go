@@ -2,6 +2,7 @@ package watchretry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -41,11 +42,12 @@ type stream struct {
 	closed atomic.Bool
 	conn   net.Conn
 
-	// server is the apiserver (see apiserver) that answered the last
-	// request, whose stream is being read or whose answer is being decided
-	// on; lost is the one whose stream was being read when its connection
-	// was last lost. Read's goroutine alone uses them.
-	server, lost any
+	// server is the TLS state of the last answer, whose stream is being
+	// read or whose 410 is being decided on; lost is the one whose stream
+	// was being read when its connection was last lost. They name
+	// apiservers (see apiserver) only when a resume's 410 asks. Read's
+	// goroutine alone uses them.
+	server, lost *tls.ConnectionState
 
 	m       machine
 	scanner *frame.Scanner
@@ -75,7 +77,7 @@ func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc fra
 		ctx:      ctx,
 		cancel:   cancel,
 		m:        machine{phase: streaming, point: newResumePoint(params), maxInvalid: rt.cfg.MaxInvalidFrames},
-		server:   apiserver(resp.TLS),
+		server:   resp.TLS,
 	}
 	s.attach(resp.Body)
 	tracker.Opened()
@@ -214,7 +216,7 @@ func (s *stream) expiry(ev *event) policy.Expiry {
 		}
 	}
 	if expiry.Resume {
-		expiry.Server, expiry.Lost = s.server, s.lost
+		expiry.Server, expiry.Lost = apiserver(s.server), apiserver(s.lost)
 		s.mu.Lock()
 		expiry.Connection = connKey(s.conn)
 		s.mu.Unlock()
@@ -311,7 +313,7 @@ func (s *stream) reopen() event {
 		return event{kind: evSearchOver, attempts: attempts}
 	}
 	if err == nil {
-		s.server = apiserver(resp.TLS)
+		s.server = resp.TLS
 	}
 	switch {
 	case err != nil && s.ended():
