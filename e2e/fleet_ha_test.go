@@ -321,7 +321,7 @@ type fleetHARun struct {
 	WireFetches    int64     `json:"wire_fetches"`   // LISTs + watch-lists the agents sent
 	WireFetches200 int64     `json:"wire_fetches_200"`
 	WireRequests   int64     `json:"wire_requests"`
-	WireGone       int64     `json:"wire_410"` // 410 answers on the wire
+	WireGone       int64     `json:"wire_410"` // 410s on the wire: answers, and ERROR 410 events in a watch's 200
 	Bytes          int64     `json:"bytes"`    // response body bytes the agents read
 	CPU            []float64 `json:"cpu"`      // CPU seconds per apiserver
 	PeakRSS        []float64 `json:"peak_rss"` // bytes, per apiserver, peak over its processes
@@ -614,18 +614,30 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusGone:
 		w.a.wireGone.Add(1)
 	}
-	resp.Body = &haBody{ReadCloser: resp.Body, a: w.a}
+	body := &haBody{ReadCloser: resp.Body, a: w.a}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf;stream=watch") {
+		body.gone = &watchGone{}
+	}
+	resp.Body = body
 	return resp, nil
 }
 
+// haBody counts the bytes an agent reads and, in a protobuf watch stream, the ERROR 410
+// events: a watch cache's 410 is a 200 whose one event says so.
 type haBody struct {
 	io.ReadCloser
-	a *haAgent
+	a    *haAgent
+	gone *watchGone // nil: not a protobuf watch stream
 }
 
 func (b *haBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.a.bytes.Add(int64(n))
+	if b.gone != nil && n > 0 {
+		before := b.gone.count
+		b.gone.Write(p[:n])
+		b.a.wireGone.Add(b.gone.count - before)
+	}
 	return n, err
 }
 
@@ -1416,7 +1428,7 @@ func fleetHARow(r *fleetHARun) string {
 		r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
 		float64(r.Bytes)/(1<<20), r.CPU[0], r.CPU[1], rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99,
 		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents-r.Raw, rawEnded, rawMissed,
-		r.Retries, r.Resumes, r.Refusals, r.WireGone+r.APIGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
+		r.Retries, r.Resumes, r.Refusals, r.WireGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
 }
 
 func fleetHATable(runs []*fleetHARun) string {
@@ -1442,7 +1454,8 @@ func fleetHATable(runs []*fleetHARun) string {
 		"  the run did / raw watchers, c: closed without an ERROR event, g: on an ERROR 410, e: on another ERROR (or the Watch\n" +
 		"  call failed); r-miss: the writer's changes to the raw watchers' pods after their LIST never received, summed;\n" +
 		"  retry, resume, bdgt: kretry's retries, resumes, budget refusals (all agents);\n" +
-		"  410: answered 410 (wire + apiserver metrics); agts: the agents' process's CPU seconds; busy: the machine's CPU\n" +
+		"  410: 410s answered, on the wire: 410 answers, and the ERROR 410 events of watch streams (a watch cache's 410\n" +
+		"  to a watch is a 200 whose one event is the 410, a 200 to apiserver_request_total); agts: the agents' process's CPU seconds; busy: the machine's CPU\n" +
 		"  busy over the run (all cores; near 100%: the machine, not the control plane, is the limit); load: load average.\n")
 	return b.String()
 }
