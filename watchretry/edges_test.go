@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -260,6 +261,46 @@ func TestGoneAfterAnOutageIsHeld(t *testing.T) {
 				w.Stop()
 				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
 					t.Fatalf("got %v, want %v", got, want)
+				}
+				if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, tt.want) {
+					t.Errorf("waited %v, want %v", sleeps, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// TestGoAwaySpreadsTheFirstReopen: a stream that ends with its server's
+// GOAWAY (an apiserver shutting down drops every watch it serves at once)
+// reopens after a draw from [0, 3s), here 1.5s; one that ends any other way
+// reopens at once. Either way the events after the break arrive once.
+func TestGoAwaySpreadsTheFirstReopen(t *testing.T) {
+	tests := []struct {
+		name  string
+		cause error
+		want  []time.Duration
+	}{
+		{"GOAWAY", http2.GoAwayError{LastStreamID: 3, ErrCode: http2.ErrCodeNo}, []time.Duration{1500 * time.Millisecond}},
+		{"reset", io.ErrUnexpectedEOF, nil},
+	}
+	for _, ct := range encodings {
+		for _, tt := range tests {
+			t.Run(ct+"/"+tt.name, func(t *testing.T) {
+				first := event(t, ct, watch.Added, configMap("a", "101"))
+				later := event(t, ct, watch.Modified, configMap("a", "102"))
+				srv := newServer(t, ct,
+					reply{body: first, cut: true, cutAt: len(first), readErr: tt.cause},
+					reply{body: later, hold: true})
+				h := newHarness(t, srv, nil)
+				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+				got := collect(t, w, 2)
+				w.Stop()
+				want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+				if q := srv.query(1); q.Get("resourceVersion") != "101" {
+					t.Errorf("resumed at %q, want 101", q.Get("resourceVersion"))
 				}
 				if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, tt.want) {
 					t.Errorf("waited %v, want %v", sleeps, tt.want)

@@ -195,7 +195,7 @@ func (s *stream) consult(ev *event) {
 		outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(ev.frame.RetryAfterSeconds))
 		ev.decision = s.tracker.Decide(outcome)
 	case askBreak:
-		ev.decision = s.tracker.Break()
+		ev.decision = s.tracker.Break(ev.err)
 	case askGone:
 		ev.gone = s.tracker.Gone(s.expiry(ev))
 	}

@@ -88,7 +88,7 @@ func TestDecideSpendsTheBudget(t *testing.T) {
 			func(tr *policy.Tracker) policy.Decision { return tr.Decide(withRetryAfter(serverError, 2*time.Second)) },
 			[]policy.Stop{policy.NotStopped, policy.StoppedByBudget}},
 		{"watch breaks never spend", tiny, 1,
-			func(tr *policy.Tracker) policy.Decision { return tr.Break() },
+			func(tr *policy.Tracker) policy.Decision { return tr.Break(nil) },
 			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.NotStopped}},
 		{"disabled: nothing is refused", policy.BudgetConfig{Disabled: true}, 1,
 			func(tr *policy.Tracker) policy.Decision { return tr.Decide(serverError) },

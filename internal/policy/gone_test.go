@@ -43,7 +43,7 @@ func TestGone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, clock := newTracker(policy.Config{}, tt.jitter)
 			for range tt.failures {
-				clock.Advance(tracker.Break().Wait)
+				clock.Advance(tracker.Break(nil).Wait)
 			}
 			if tt.progress {
 				tracker.Progress()
@@ -161,7 +161,7 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(tracker)
 			}
-			tracker.Break()
+			tracker.Break(nil)
 			lost := clock.Now()
 			for i, at := range tt.reopens {
 				clock.Advance(lost.Add(at).Sub(clock.Now()))
@@ -173,7 +173,7 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 				}
 				if tt.progressAt > 0 && i == tt.progressAt {
 					tracker.Progress()
-					tracker.Break()
+					tracker.Break(nil)
 				}
 				if got := tracker.Gone(gone).Retry; got != tt.want[i] {
 					t.Errorf("410 #%d: retried %v, want %v", i, got, tt.want[i])
@@ -200,7 +200,7 @@ func ridden(over func(string) policy.Expiry, n int) []policy.Expiry {
 func TestGoneSearchUntil(t *testing.T) {
 	fresh := policy.Expiry{Resume: true, Oldest: "500"}
 	tracker, clock := newTracker(policy.Config{}, 0.5)
-	tracker.Break()
+	tracker.Break(nil)
 	steps := []struct {
 		wait     time.Duration
 		progress bool
@@ -215,7 +215,7 @@ func TestGoneSearchUntil(t *testing.T) {
 		clock.Advance(step.wait)
 		if step.progress {
 			tracker.Progress()
-			tracker.Break()
+			tracker.Break(nil)
 		}
 		d := tracker.Gone(fresh)
 		if !d.Retry || !d.Until.Equal(step.want) {

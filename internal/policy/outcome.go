@@ -114,6 +114,19 @@ func ClassifyError(err error) Class {
 	return Deliver
 }
 
+// GoingAway reports whether err is a connection's end after its server's
+// HTTP/2 GOAWAY: the server is shutting down (an apiserver's graceful
+// termination), and every client it had meets the same end at the same
+// moment. It recognizes golang.org/x/net/http2's GoAwayError (client-go's
+// HTTP/2) and, by its message, net/http's bundled copy of it.
+func GoingAway(err error) bool {
+	if err == nil {
+		return false
+	}
+	var goAway http2.GoAwayError
+	return errors.As(err, &goAway) || strings.Contains(err.Error(), "server sent GOAWAY and closed the connection")
+}
+
 // NoAnswer is the outcome of an attempt that ended with err before any
 // response arrived.
 func NoAnswer(err error) Outcome {

@@ -7,6 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
+// maxGoAwaySpread bounds the wait before the first reopen of a stream
+// whose apiserver went away (see Tracker.Break). An apiserver that shuts
+// down sends its GOAWAY to every client at once, and drops their watches
+// together when it exits: reopened at once, they all arrive at the
+// balancer in the same second. Behind a round-robin balancer kretry's
+// resumes gather a fleet on the apiserver not restarted (stock client-go's
+// relists scatter it over both), so the next restart drops all of it at
+// once. Spreading the first reopen costs a mean of half the spread of
+// staleness, once per restart, and nothing on other breaks.
+const maxGoAwaySpread = 3 * time.Second
+
 // retryAfterJitter spreads a server-named wait by up to 10%, so a fleet of
 // clients told "Retry-After: 1" does not come back in step.
 const retryAfterJitter = 0.1
@@ -203,25 +214,33 @@ func (t *Tracker) decide(o Outcome) Decision {
 	}
 }
 
-// Break returns what to do after an established watch stream broke (a read
-// error, or a clean end before its time). Breaks are never bounded and never
-// count towards the InternalError window: an idle watch behind a flaky link
-// legitimately breaks again and again. The first break after progress
-// reopens at once; later ones back off. Only the caller's deadline stops
-// them (see SetDeadline).
+// Break returns what to do after an established watch stream broke with
+// cause (a read error, or io.EOF for a clean end before its time; nil when
+// unknown). Breaks are never bounded and never count towards the
+// InternalError window: an idle watch behind a flaky link legitimately
+// breaks again and again. The first break after progress reopens at once;
+// later ones back off. Only the caller's deadline stops them (see
+// SetDeadline).
+//
+// The one exception is a server going away (see GoingAway): the first
+// reopen after its GOAWAY waits a draw from [0, maxGoAwaySpread).
 //
 // A resume after a break does not spend the retry budget: it replaces the
 // re-watch from the same resourceVersion that client-go makes as soon as a
 // stream ends, so refusing it would save the server no request, only move
 // it to client-go. The retries of the reopening itself (a 503, a refused
 // connection) are decided by Decide and do spend it.
-func (t *Tracker) Break() Decision {
+func (t *Tracker) Break(cause error) Decision {
 	t.settled = false
 	now := t.policy.cfg.Clock.Now()
 	t.failed(now)
 	t.lostAt, t.reopenFailed, t.reopenAccepted = now, time.Time{}, false
 	if t.progressed {
 		t.progressed = false
+		if GoingAway(cause) {
+			spread := time.Duration(t.policy.cfg.Rand() * float64(maxGoAwaySpread))
+			return t.beforeDeadline(Decision{Retry: true, Wait: spread})
+		}
 		return t.beforeDeadline(Decision{Retry: true})
 	}
 	return t.beforeDeadline(Decision{Retry: true, Wait: t.spreadBackoff(now)})

@@ -1,10 +1,14 @@
 package policy_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"k8s.io/utils/clock"
 
 	"github.com/kretry/kretry/internal/harness/fakeclock"
@@ -359,7 +363,7 @@ func TestBreak(t *testing.T) {
 	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 5 * time.Second}, atStep)
 	step := func(want time.Duration) {
 		t.Helper()
-		got := tracker.Break()
+		got := tracker.Break(nil)
 		if !got.Retry || got.Wait != want {
 			t.Fatalf("Break = %+v, want retry after %v", got, want)
 		}
@@ -376,7 +380,7 @@ func TestBreak(t *testing.T) {
 	// Breaks are unbounded and never open the InternalError window: far
 	// past 5s of breaks, a 5xx still gets its whole window.
 	for range 1000 {
-		if got := tracker.Break(); !got.Retry {
+		if got := tracker.Break(nil); !got.Retry {
 			t.Fatal("break refused")
 		}
 		clock.Advance(time.Minute)
@@ -525,13 +529,13 @@ func TestFailureRuns(t *testing.T) {
 
 func TestStreamUpForAWindowMakesTheNextBreakImmediate(t *testing.T) {
 	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, atStep)
-	tracker.Break() // immediate: a new stream counts as progressed
-	if got := tracker.Break().Wait; got != 800*time.Millisecond {
+	tracker.Break(nil) // immediate: a new stream counts as progressed
+	if got := tracker.Break(nil).Wait; got != 800*time.Millisecond {
 		t.Fatalf("second break waits %v", got)
 	}
 	tracker.Opened()
 	clock.Advance(10 * time.Second)
-	if got := tracker.Break().Wait; got != 0 {
+	if got := tracker.Break(nil).Wait; got != 0 {
 		t.Errorf("break after a stream up for the window waits %v, want an immediate reopen", got)
 	}
 }
@@ -556,7 +560,7 @@ func TestDeadline(t *testing.T) {
 			tracker.SetDeadline(clock.Now().Add(tt.left))
 			var got policy.Decision
 			if tt.outcome == nil {
-				got = tracker.Break()
+				got = tracker.Break(nil)
 			} else {
 				got = tracker.Decide(*tt.outcome)
 			}
@@ -619,10 +623,10 @@ func TestProgressIsIdempotentBetweenReports(t *testing.T) {
 				tr.Decide(throttled)
 			}
 		}},
-		{name: "Break", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Break() }},
+		{name: "Break", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Break(nil) }},
 		{name: "ListBreak", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.ListBreak() }},
 		{name: "Gone retried", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) {
-			tr.Break()
+			tr.Break(nil)
 			tr.Progress() // ends the break's run: the Gone alone must un-settle
 			if d := tr.Gone(policy.Expiry{Resume: true, Oldest: "5"}); !d.Retry {
 				t.Fatalf("setup: Gone = %+v, want a retry", d)
@@ -672,6 +676,52 @@ const pacedThrottles = 10
 // probe makes one report of each kind and says what the tracker decided.
 func probe(tr *policy.Tracker) string {
 	return fmt.Sprintf("Break %+v\nGone %+v\nDecide 5xx %+v\nDecide 429 %+v\nListBreak %+v",
-		tr.Break(), tr.Gone(policy.Expiry{Resume: true, Oldest: "7"}), tr.Decide(serverError),
+		tr.Break(nil), tr.Gone(policy.Expiry{Resume: true, Oldest: "7"}), tr.Decide(serverError),
 		tr.Decide(throttled), tr.ListBreak())
+}
+
+// TestBreakCause walks the first break after progress by its cause: a
+// server going away (its GOAWAY, then the connection's end) spreads the
+// reopen over [0, 3s); every other break reopens at once.
+func TestBreakCause(t *testing.T) {
+	goAway := http2.GoAwayError{LastStreamID: 7, ErrCode: http2.ErrCodeNo}
+	tests := []struct {
+		name  string
+		cause error
+		draw  float64
+		want  time.Duration
+	}{
+		{"unknown", nil, 0.5, 0},
+		{"early clean end", io.EOF, 0.5, 0},
+		{"reset", syscall.ECONNRESET, 0.5, 0},
+		{"unexpected EOF", io.ErrUnexpectedEOF, 0.5, 0},
+		{"x/net GOAWAY, low draw", goAway, 0, 0},
+		{"x/net GOAWAY", goAway, 0.5, 1500 * time.Millisecond},
+		{"x/net GOAWAY, wrapped", fmt.Errorf("reading frame: %w", goAway), 0.25, 750 * time.Millisecond},
+		{"net/http's bundled GOAWAY", errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=7, ErrCode=NO_ERROR, debug=""`), 0.9, 2700 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tracker, clock := newTracker(policy.Config{}, tt.draw)
+			if got := tracker.Break(tt.cause); got != (policy.Decision{Retry: true, Wait: tt.want}) {
+				t.Fatalf("first break: %+v, want retry after %v", got, tt.want)
+			}
+			// Without progress in between, a second break backs off as any
+			// does, whatever its cause.
+			clock.Advance(tt.want)
+			step := 400*time.Millisecond + time.Duration(tt.draw*2*float64(800*time.Millisecond))
+			if got := tracker.Break(tt.cause); got != (policy.Decision{Retry: true, Wait: step}) {
+				t.Errorf("second break: %+v, want retry after %v", got, step)
+			}
+		})
+	}
+}
+
+func TestBreakSpreadKeepsTheDeadline(t *testing.T) {
+	tracker, clock := newTracker(policy.Config{}, 0.9)
+	tracker.SetDeadline(clock.Now().Add(3 * time.Second))
+	goAway := http2.GoAwayError{ErrCode: http2.ErrCodeNo}
+	if got := tracker.Break(goAway); got.Retry {
+		t.Errorf("a 2.7s spread with 3s left: %+v, want the watch over (under a second would be left)", got)
+	}
 }
