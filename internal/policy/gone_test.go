@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kretry/kretry/internal/policy"
+	"golang.org/x/net/http2"
 )
 
 // TestGone pins the hold of a 410 that is not retried: nothing after a
@@ -88,6 +89,7 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// progressAt, if positive, is the 410 before which an event
 		// arrives and the stream breaks again.
 		progressAt int
+		cause      error // what broke the stream (nil: unknown)
 		// reopens are failed reopenings after the break, before the first
 		// 410, each at its time since the break; refused lists those whose
 		// connection was refused (the others were accepted, then failed).
@@ -132,6 +134,17 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		{name: "refused, then failed through a balancer: six retries",
 			reopens: []time.Duration{0, 2 * time.Second}, refused: []bool{true, false},
 			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1500 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+		// Fails before: the GOAWAY's spread counted as time cut off, so a
+		// resume that met the stopped apiserver after it searched at most
+		// six new connections.
+		{name: "after a GOAWAY, 3s from the end of the spread: the full search",
+			cause:   http2.GoAwayError{ErrCode: http2.ErrCodeNo},
+			reopens: []time.Duration{2 * time.Second}, refused: []bool{false},
+			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: slices.Repeat([]bool{true}, 7)},
+		{name: "after a GOAWAY, 3s from the end of the spread: cut off",
+			cause:   http2.GoAwayError{ErrCode: http2.ErrCodeNo},
+			reopens: []time.Duration{2 * time.Second}, refused: []bool{false},
+			gones: repeatExpiry(fresh, 7), waits: []time.Duration{2600 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
 		{name: "a cut-off search ends at another oldest too",
 			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
 			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, waits: []time.Duration{100 * time.Millisecond}, want: []bool{true, false}},
@@ -161,7 +174,10 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(tracker)
 			}
-			tracker.Break(nil)
+			if tt.cause != nil {
+				tracker.Progress()
+			}
+			tracker.Break(tt.cause)
 			lost := clock.Now()
 			for i, at := range tt.reopens {
 				clock.Advance(lost.Add(at).Sub(clock.Now()))

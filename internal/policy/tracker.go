@@ -238,7 +238,11 @@ func (t *Tracker) Break(cause error) Decision {
 	if t.progressed {
 		t.progressed = false
 		if GoingAway(cause) {
+			// The spread is kretry's own wait, not a time cut off from the
+			// apiservers: the loss that decides how far a 410 is searched
+			// for (cutOff) is counted from its end.
 			spread := time.Duration(t.policy.cfg.Rand() * float64(maxGoAwaySpread))
+			t.lostAt = now.Add(spread)
 			return t.beforeDeadline(Decision{Retry: true, Wait: spread})
 		}
 		return t.beforeDeadline(Decision{Retry: true})
