@@ -40,13 +40,7 @@ func TestFailureRunEndsWithAStreamUpForTheWindow(t *testing.T) {
 				reply{connErr: refused},
 				reply{body: later, hold: true})
 			h = newHarness(t, srv, nil)
-			w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-			got := collect(t, w, 2)
-			w.Stop()
-			want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("got %v, want %v", got, want)
-			}
+			wantAddedThenModified(t, h)
 			// Immediate reopen, 1.2s after the first refusal, immediate again
 			// after the hour (a new run), 1.2s after the second refusal.
 			if sleeps := h.clock.Sleeps(); !reflect.DeepEqual(sleeps, []time.Duration{1200 * time.Millisecond, 1200 * time.Millisecond}) {
@@ -292,13 +286,7 @@ func TestGoAwaySpreadsTheFirstReopen(t *testing.T) {
 					reply{body: first, cut: true, cutAt: len(first), readErr: tt.cause},
 					reply{body: later, hold: true})
 				h := newHarness(t, srv, nil)
-				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-				got := collect(t, w, 2)
-				w.Stop()
-				want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("got %v, want %v", got, want)
-				}
+				wantAddedThenModified(t, h)
 				if q := srv.query(1); q.Get("resourceVersion") != "101" {
 					t.Errorf("resumed at %q, want 101", q.Get("resourceVersion"))
 				}

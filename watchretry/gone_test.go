@@ -161,12 +161,7 @@ func TestExpiredAfterABalancerFailureSearched(t *testing.T) {
 		expired(t, ct, true, tooOld("101", "500")), expired(t, ct, true, tooOld("101", "500")),
 		reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true})
 	h := newHarness(t, srv, nil)
-	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-	got := collect(t, w, 2)
-	w.Stop()
-	if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
+	wantAddedThenModified(t, h)
 	if n := srv.requestCount(); n != 7 {
 		t.Errorf("%d requests, want 7: the watch, three failed resumes, two 410s, the resumed stream", n)
 	}
@@ -202,12 +197,7 @@ func TestExpiredFromAnotherApiserverHandedOver(t *testing.T) {
 				srv := newServer(t, ct, from(reply{body: first, cut: true, cutAt: len(first)}, "a"), from(gone, "a"), from(gone, "a"),
 					from(reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true}, "b"))
 				h := newHarness(t, srv, nil)
-				w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
-				got := collect(t, w, 2)
-				w.Stop()
-				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}; !reflect.DeepEqual(got, want) {
-					t.Fatalf("got %v, want %v", got, want)
-				}
+				wantAddedThenModified(t, h)
 				if n := srv.requestCount(); n != 4 {
 					t.Errorf("%d requests, want 4: the watch, two 410s from its restarted apiserver, the other's stream", n)
 				}

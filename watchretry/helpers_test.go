@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync"
@@ -361,6 +362,19 @@ func collect(t testing.TB, w watch.Interface, n int) []seen {
 		}
 	}
 	return got
+}
+
+// wantAddedThenModified watches from resourceVersion 100 through h and
+// fails the test unless it sees ADDED 101 then MODIFIED 102: the events of
+// a stream that broke after the first and was resumed.
+func wantAddedThenModified(t testing.TB, h *harness) {
+	t.Helper()
+	w := h.watch(t, metav1.ListOptions{ResourceVersion: "100"})
+	got := collect(t, w, 2)
+	w.Stop()
+	if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Modified, RV: "102"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }
 
 func describe(ev watch.Event) seen {
