@@ -116,12 +116,7 @@ func (b *gaBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if from == gaInitialRV {
 		last = gaBreakRV
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	for v := from + 1; v <= last; v++ {
-		fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":%q,"resourceVersion":"%d"}}}`+"\n", v, gaNS, v)
-	}
-	w.(http.Flusher).Flush()
+	writeAddedSince(w, gaNS, from, last)
 	var end <-chan time.Time
 	if s, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && s > 0 {
 		tm := time.NewTimer(time.Duration(s) * time.Second)

@@ -119,12 +119,7 @@ func (b *srchBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if from == srchInitialRV {
 		last = srchBreakRV
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	for v := from + 1; v <= last; v++ {
-		fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":%q,"resourceVersion":"%d"}}}`+"\n", v, srchNS, v)
-	}
-	w.(http.Flusher).Flush()
+	writeAddedSince(w, srchNS, from, last)
 	<-r.Context().Done()
 }
 
@@ -756,4 +751,15 @@ func TestOutsideSearchInformerSlowFirstAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeAddedSince answers a watch with 200 and the ADDED events of
+// ConfigMaps at resourceVersions from+1..last in namespace ns, flushed.
+func writeAddedSince(w http.ResponseWriter, ns string, from, last int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for v := from + 1; v <= last; v++ {
+		fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":%q,"resourceVersion":"%d"}}}`+"\n", v, ns, v)
+	}
+	w.(http.Flusher).Flush()
 }
