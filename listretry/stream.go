@@ -3,6 +3,7 @@ package listretry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"hash/crc32"
 	"io"
 	"net/http"
@@ -61,8 +62,9 @@ type streamBody struct {
 	read int64
 	sum  uint32
 	// err ends the body: every Read after it returns it. pending is a
-	// break met with bytes, met again on the next Read.
-	err, pending error
+	// break met with bytes, met again on the next Read. resumedFrom is the
+	// break the current answer resumed from; nil for the first answer.
+	err, pending, resumedFrom error
 
 	mu      sync.Mutex
 	current io.ReadCloser
@@ -78,13 +80,23 @@ func newStreamBody(rt *roundTripper, req *http.Request, tracker *policy.Tracker,
 	}
 }
 
-// declared is what an answer declares about its body. The same list at the
-// same resourceVersion is the same bytes, so it is declared alike; an answer
-// that declares another length, type or encoding is another body.
+// declared is what an answer declares about its body.
 type declared struct {
 	contentType, contentEncoding string
 	contentLength                int64 // -1: unknown
 	uncompressed                 bool  // net/http decoded a gzip body
+}
+
+// agrees reports whether a resumed answer declares what the first did: the
+// same content type and encoding, and, where both declare a length, the
+// same one. Whether a length is declared at all is the server's (or a
+// proxy's) choice: Go's server declares one for a body written at once and
+// none for one streamed or cut. The bytes are what must match (skip), and
+// the caller's response keeps the length the first declared (Read).
+func (first declared) agrees(resumed declared) bool {
+	sameLength := first.contentLength < 0 || resumed.contentLength < 0 || first.contentLength == resumed.contentLength
+	return sameLength && first.contentType == resumed.contentType &&
+		first.contentEncoding == resumed.contentEncoding && first.uncompressed == resumed.uncompressed
 }
 
 func declaredBy(resp *http.Response) declared {
@@ -156,6 +168,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		n, err := current.Read(p)
+		n, err = b.withinLength(n, err)
 		if n > 0 {
 			b.sum = crc32.Update(b.sum, runningTable, p[:n])
 			b.read += int64(n)
@@ -166,10 +179,13 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		switch {
 		case err == nil:
 			return n, nil
-		case err == io.EOF:
+		case err == io.EOF, err == errOtherLength:
 			b.err = io.EOF
+			if err == errOtherLength {
+				b.err = b.giveUp(b.resumedFrom)
+			}
 			b.release()
-			return n, io.EOF
+			return n, b.err
 		}
 		// A break: hand over what came with it, and resume on the next Read.
 		b.pending = err
@@ -177,6 +193,29 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			return n, nil
 		}
 	}
+}
+
+// errOtherLength marks a resumed answer that declared no length and ran
+// past, or ended short of, the length the first answer declared: another
+// body than the one the caller's response describes.
+var errOtherLength = errors.New("listretry: the resumed answer is not the declared length")
+
+// withinLength holds a read of n bytes with err to the length the first
+// answer declared, which the caller's response still carries: a resumed
+// answer that declared none must end exactly there. (An answer that
+// declares a length is held to it by net/http itself.)
+func (b *streamBody) withinLength(n int, err error) (int, error) {
+	length := b.declared.contentLength
+	if length < 0 || b.resumedFrom == nil {
+		return n, err
+	}
+	switch {
+	case b.read+int64(n) > length:
+		return int(length - b.read), errOtherLength
+	case err == io.EOF && b.read+int64(n) < length:
+		return n, errOtherLength
+	}
+	return n, err
 }
 
 // resumable reports whether a break may be resumed: not when the caller's
@@ -267,7 +306,7 @@ func (b *streamBody) resume(breakErr error) bool {
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
 			return done(policy.ListResumeGone, 0)
-		case resp.StatusCode != http.StatusOK || declaredBy(resp) != b.declared:
+		case resp.StatusCode != http.StatusOK || !b.declared.agrees(declaredBy(resp)):
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
 			if resp.StatusCode == http.StatusOK {
@@ -299,6 +338,7 @@ func (b *streamBody) resume(breakErr error) bool {
 		}
 		b.current = resp.Body
 		b.mu.Unlock()
+		b.resumedFrom = breakErr
 		// The resumed answer lives on under ctx, which Close and the end
 		// of the body cancel.
 		resumed = true

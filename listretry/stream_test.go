@@ -356,3 +356,62 @@ func TestStreamCloseCancelsResume(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestStreamResumeFraming: a resumed answer agrees with the first when it
+// has the same content type and encoding and, where both declare a
+// Content-Length, the same one; whether a length is declared at all is the
+// server's choice (Go's own server declares one for a body written at once,
+// none for one streamed or cut). The bytes are what must match, and the
+// caller's response never delivers other than the length it declared.
+func TestStreamResumeFraming(t *testing.T) {
+	body := configMaps(60, "", "application/json")
+	const cut = 6000
+	tests := []struct {
+		name         string
+		firstLength  bool // the first answer declares its length
+		resume       answer
+		want         string // what the caller reads
+		wantGiveUp   bool
+		wantRequests int
+		wantOutcome  listretry.ResumeOutcome
+	}{
+		// Fails before: a first answer without a length and a resume with
+		// one were a mismatch.
+		{"none, then a length", false, answer{code: 200, body: body, cut: -1, contentLength: true}, body, false, 2, listretry.ResumeResumed},
+		{"a length, then none", true, answer{code: 200, body: body, cut: -1}, body, false, 2, listretry.ResumeResumed},
+		{"the same length", true, answer{code: 200, body: body, cut: -1, contentLength: true}, body, false, 2, listretry.ResumeResumed},
+		{"none, then none", false, answer{code: 200, body: body, cut: -1}, body, false, 2, listretry.ResumeResumed},
+		{"another length", true, answer{code: 200, body: body + " ", cut: -1, contentLength: true}, body[:cut], true, 2, listretry.ResumeMismatch},
+		{"a length, then none and a longer body", true, answer{code: 200, body: body + "  ", cut: -1}, body, true, 2, listretry.ResumeResumed},
+		{"a length, then none and a shorter body", true, answer{code: 200, body: body[:len(body)-2], cut: -1}, body[:len(body)-2], true, 2, listretry.ResumeResumed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, answer{code: 200, body: body, cut: cut, err: io.ErrUnexpectedEOF, contentLength: tt.firstLength}, tt.resume)
+			var resumes []listretry.Resume
+			rt, _ := newList(s, listretry.TestConfig{OnResume: func(_ context.Context, r listretry.Resume) { resumes = append(resumes, r) }})
+			resp, err := rt.RoundTrip(listRequest(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != tt.want {
+				t.Errorf("read %d bytes, want %d", len(got), len(tt.want))
+			}
+			if resp.ContentLength >= 0 && int64(len(got)) > resp.ContentLength {
+				t.Errorf("read %d bytes of a response that declared %d", len(got), resp.ContentLength)
+			}
+			var giveUp *establish.GiveUpError
+			if gaveUp := errors.As(err, &giveUp); gaveUp != tt.wantGiveUp || (gaveUp && !errors.Is(err, io.ErrUnexpectedEOF)) || (!gaveUp && err != nil) {
+				t.Errorf("read error %v, want a give-up that unwraps to io.ErrUnexpectedEOF: %v", err, tt.wantGiveUp)
+			}
+			if n := len(s.requests()); n != tt.wantRequests {
+				t.Errorf("%d requests, want %d", n, tt.wantRequests)
+			}
+			if len(resumes) != 1 || resumes[0].Outcome != tt.wantOutcome {
+				t.Errorf("resumes %+v, want one %s", resumes, tt.wantOutcome)
+			}
+		})
+	}
+}
