@@ -105,6 +105,7 @@ type reply struct {
 	contentType string      // default the test's stream type
 	header      http.Header // extra response headers
 	body        []byte      // what the server sends
+	chunks      [][]byte    // if set, what the server sends instead of body, each in a read of its own
 	cutAt       int         // if >= 0 with cut set: only body[:cutAt] arrives
 	cut         bool        // the body ends at cutAt with readErr
 	readErr     error       // error after the cut; default io.ErrUnexpectedEOF
@@ -185,7 +186,7 @@ func (s *server) answer(req *http.Request, r reply) (*http.Response, error) {
 	for k, v := range r.header {
 		header[k] = v
 	}
-	body := &trackedBody{ctx: req.Context(), data: r.body, hold: r.hold, onEnd: r.onEnd, onStart: r.onStart, closed: make(chan struct{})}
+	body := &trackedBody{ctx: req.Context(), data: r.body, chunks: r.chunks, hold: r.hold, onEnd: r.onEnd, onStart: r.onStart, closed: make(chan struct{})}
 	if r.cut {
 		body.data = r.body[:r.cutAt]
 		body.err = r.readErr
@@ -243,6 +244,7 @@ func (s *server) allClosed() bool {
 type trackedBody struct {
 	ctx       context.Context
 	data      []byte
+	chunks    [][]byte // after data, served one a read
 	err       error
 	hold      bool
 	onEnd     func()
@@ -255,6 +257,12 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 	if b.onStart != nil {
 		b.onStart()
 		b.onStart = nil
+	}
+	if len(b.data) == 0 && len(b.chunks) > 0 {
+		b.data, b.chunks = b.chunks[0], b.chunks[1:]
+		n := copy(p, b.data)
+		b.data = b.data[n:]
+		return n, nil
 	}
 	if len(b.data) > 0 {
 		n := copy(p, b.data)

@@ -2,6 +2,7 @@ package watchretry_test
 
 import (
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +43,32 @@ func TestSeparatorNotHeldBack(t *testing.T) {
 		resp.Body.Close()
 		<-next
 		t.Fatal("the newline was held back until the next event")
+	}
+}
+
+// TestLateSeparatorReadInPieces: an event's separator of several bytes
+// arrives after the event was delivered, and the caller reads it with a
+// slice shorter than it: every byte reaches the caller, in order. Fails
+// before: the part that did not fit was dropped, and the caller read
+// "}\r{" for "}\r\n{".
+func TestLateSeparatorReadInPieces(t *testing.T) {
+	first := event(t, jsonStream, watch.Added, configMap("a", "101"))
+	second := event(t, jsonStream, watch.Modified, configMap("a", "102"))
+	frame := first[:len(first)-1] // without its newline
+	const separator = " \r\n"
+	// The stream then ends early, and its resume is refused: a clean end.
+	srv := newServer(t, jsonStream, reply{chunks: [][]byte{frame, []byte(separator), second}},
+		reply{status: http.StatusForbidden, contentType: "application/json", body: []byte(`{}`)})
+	resp, _ := rawWatch(t, srv, "resourceVersion=100", nil)
+	p := make([]byte, len(frame))
+	n, err := resp.Body.Read(p) // the event, ending at its closing brace
+	got := p[:n]
+	for err == nil {
+		one := make([]byte, 1)
+		n, err = resp.Body.Read(one)
+		got = append(got, one[:n]...)
+	}
+	if want := string(frame) + separator + string(second); string(got) != want || err != io.EOF {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
 	}
 }

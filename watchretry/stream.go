@@ -95,10 +95,11 @@ func (s *stream) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if s.owesSeparator && !s.hasPending() && s.m.phase == streaming {
+		// Held like a frame, so that a slice shorter than it gets the rest
+		// on the next Read; it stays valid until the next Scan, which comes
+		// only once the caller has read it all.
 		s.owesSeparator = false
-		if sep := s.scanner.Separator(); len(sep) > 0 {
-			return copy(p, sep), nil
-		}
+		s.hold(s.scanner.Separator())
 	}
 	for !s.hasPending() {
 		var ev event
