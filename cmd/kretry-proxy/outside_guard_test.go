@@ -189,6 +189,18 @@ type outsideReq struct {
 	host    string   // Host header; the proxy's own address when empty
 }
 
+// String is how a failure names the request: its method, target, header lines and Host.
+func (r outsideReq) String() string {
+	s := r.method + " " + r.target
+	if len(r.headers) > 0 {
+		s += fmt.Sprintf(" %q", r.headers)
+	}
+	if r.host != "" {
+		s += " Host: " + r.host
+	}
+	return s
+}
+
 type outsideResp struct {
 	status int
 	body   string
@@ -261,15 +273,15 @@ func (e *outsideEnv) refused(t *testing.T, r outsideReq) {
 	id := e.id(t)
 	resp := outsideSend(t, e.addr, id, r)
 	if got := e.api.reached(id); len(got) > 0 {
-		t.Errorf("%s %s %v: reached the API server as %s %s (proxy answered %d); want refused", r.method, r.target, r.headers, got[0].method, got[0].requestURI, resp.status)
+		t.Errorf("%s: reached the API server as %s %s (proxy answered %d); want refused", r, got[0].method, got[0].requestURI, resp.status)
 		return
 	}
 	if resp.status < 400 || resp.status >= 500 {
-		t.Errorf("%s %s %v: proxy answered %d %q; want a 4xx refusal", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: proxy answered %d %q; want a 4xx refusal", r, resp.status, outsideShort(resp.body))
 		return
 	}
 	if !strings.Contains(resp.body, `"kind":"Status"`) {
-		t.Errorf("%s %s %v: refused with %d but the body is not a Status: %q", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: refused with %d but the body is not a Status: %q", r, resp.status, outsideShort(resp.body))
 	}
 }
 
@@ -281,7 +293,7 @@ func (e *outsideEnv) passed(t *testing.T, r outsideReq) []outsideRecord {
 	resp := outsideSend(t, e.addr, id, r)
 	got := e.api.reached(id)
 	if len(got) == 0 {
-		t.Errorf("%s %s %v: never reached the API server (proxy answered %d %q); a legitimate request must pass", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: never reached the API server (proxy answered %d %q); a legitimate request must pass", r, resp.status, outsideShort(resp.body))
 		return nil
 	}
 	if got[0].method != r.method {
@@ -418,6 +430,47 @@ func outsidePodCommandTargets() []string {
 	return out
 }
 
+// outsideKubeletPortTargets spells requests that a pod's or a service's proxy would carry to a
+// kubelet's port (10250, or the read-only 10255) and that are not the kubelet's reads: a
+// hostNetwork pod's IP is its node's, and a Service such as kube-system/kubelet points at every
+// node's 10250.
+func outsideKubeletPortTargets() []outsideReq {
+	var out []outsideReq
+	kubelet := []outsideReq{
+		{method: http.MethodPost, target: "run/ns/p/c?cmd=id"},
+		{method: http.MethodPost, target: "run/ns/p/uid/c?cmd=id"},
+		{method: http.MethodPost, target: "exec/ns/p/c?command=id&output=1"},
+		{method: http.MethodPost, target: "attach/ns/p/c?output=1"},
+		{method: http.MethodPost, target: "portForward/ns/p"},
+		{method: http.MethodPost, target: "cri/exec/token"},
+		{method: http.MethodPost, target: "checkpoint/ns/p/c"},
+		{method: http.MethodPut, target: "debug/flags/v"},
+		{method: http.MethodGet, target: "debug/pprof/profile"},
+		{method: http.MethodGet, target: "no-such-endpoint"},
+		{method: http.MethodPost, target: "RUN/ns/p/c?cmd=id"},
+	}
+	proxies := []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:010250/proxy/",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/",
+		"/api/v1/namespaces/kube-system/services/kubelet:10250/proxy/",
+		"/api/v1/namespaces/kube-system/services/http:kubelet:10255/proxy/",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:+10250/proxy/",
+		"/api/v1/namespaces/kube-system/Services/HTTPS:kubelet:10250/Proxy/",
+		"/api/v1/namespaces/pods/pods/services:10250/proxy/",
+		"/api/v1/proxy/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/",
+	}
+	for _, p := range proxies {
+		for _, k := range kubelet {
+			out = append(out, outsideReq{method: k.method, target: p + k.target})
+		}
+	}
+	return out
+}
+
 func TestOutsideGuard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the kretry-proxy binary")
@@ -445,6 +498,32 @@ func TestOutsideGuard(t *testing.T) {
 			for _, m := range []string{http.MethodPost, http.MethodGet} {
 				env.refused(t, outsideReq{method: m, target: target})
 			}
+		}
+	})
+
+	// A pod's or a service's proxy to a kubelet's port, named by number, whatever the scheme:
+	// judged as the node proxy is, only the kubelet's read endpoints pass.
+	t.Run("KubeletPortProxiesRefused", func(t *testing.T) {
+		for _, r := range outsideKubeletPortTargets() {
+			env.refused(t, r)
+		}
+	})
+
+	// The kubelet's reads through a pod's or a service's proxy to its port pass, and so does
+	// everything through a proxy to any other port (an application's own /run).
+	t.Run("KubeletPortProxiesReadsAndOtherPortsPass", func(t *testing.T) {
+		for _, r := range []outsideReq{
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/metrics"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/stats/summary"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/pods"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/metrics/cadvisor"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/pods/web:8080/proxy/run/job"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/pods/https:web:102500/proxy/run"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/services/https:web:443/proxy/exec"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/services/web:1025/proxy/debug/pprof/"},
+		} {
+			env.passed(t, r)
 		}
 	})
 
@@ -671,5 +750,6 @@ func TestOutsideGuard(t *testing.T) {
 		} {
 			allow.passed(t, outsideReq{method: http.MethodPost, target: target})
 		}
+		allow.passed(t, outsideReq{method: http.MethodPost, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id"})
 	})
 }

@@ -42,7 +42,10 @@
 //     attach and portforward, and behind nodes/NAME/proxy/ whatever is not one of the
 //     kubelet's read endpoints, listed by name from its routes (metrics, stats, healthz,
 //     pods, configz, containerLogs, ...; run, exec, attach, portForward, cri, checkpoint
-//     and debug are not). The path is read as kube-apiserver reads it, by its own parser
+//     and debug are not). A pod's or a service's proxy to a kubelet's port, 10250 or 10255
+//     by number (pods/https:NAME:10250/proxy/), is judged the same: a hostNetwork pod's IP
+//     is its node's, and a Service may have the nodes as endpoints. A port named or left out
+//     cannot be told apart, and passes. The path is read as kube-apiserver reads it, by its own parser
 //     (k8s.io/apiserver's RequestInfoFactory), as spelt and in lower case. A path that is
 //     not in canonical form (an encoded /, . or %, an empty or dot segment) is refused
 //     where any reading of it leads to a proxy or a pod's streams: the kubelet decodes what

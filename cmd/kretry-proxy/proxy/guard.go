@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -49,6 +51,13 @@ var kubeletReadEndpoints = map[string]bool{
 	"statusz":       true,
 	"flagz":         true,
 }
+
+// kubeletPorts are the kubelet's ports: its API (10250), where it runs commands, and its
+// read-only port (10255). A pod's or a service's proxy to one of them, by number, reaches a
+// kubelet where the pod is on its node's network or the service's endpoints are nodes (a
+// monitoring Service such as kube-system/kubelet), so it is judged as the node proxy is. A
+// port named, or left out (a pod's first declared port), cannot be told apart.
+var kubeletPorts = map[int64]bool{10250: true, 10255: true}
 
 // apiRequests reads a request path as kube-apiserver does (its WithRequestInfo filter, whose
 // result its authorization and its connect handlers, the node proxy's among them, act on).
@@ -127,8 +136,9 @@ func hostOf(hostport string) string {
 // pathRefusal says why a request for u must not reach the API server unless
 // Options.AllowUpgrades, or is "". It reads the path as kube-apiserver does, and in lower case
 // too (refusing more spellings costs nothing), and refuses a pod's exec, attach and
-// portforward, and behind nodes/NAME/proxy/ whatever is not one of the kubelet's read
-// endpoints, by their exact names. A path that is not in canonical form is refused first
+// portforward, and behind a kubelet's proxy (nodes/NAME/proxy/, or a pod's or a service's
+// proxy to a kubelet's port) whatever is not one of the kubelet's read endpoints, by their
+// exact names. A path that is not in canonical form is refused first
 // wherever any reading of it leads to a proxy subresource or a pod's streams: the node proxy
 // hands what follows proxy/ to the kubelet, which routes it after decoding it once more, and
 // a canonical path is one whose every reading agrees with the API server's.
@@ -155,7 +165,7 @@ func pathRefusal(u *url.URL) string {
 			endpoint = segments[len(segments)-len(info.Parts)+at]
 		}
 		if !kubeletReadEndpoints[endpoint] {
-			return fmt.Sprintf("kretry-proxy: nodes/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", endpoint)
+			return fmt.Sprintf("kretry-proxy: %s/%s/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", info.Resource, info.Parts[1], endpoint)
 		}
 	}
 	return ""
@@ -198,20 +208,40 @@ func streamTarget(info *apirequest.RequestInfo) string {
 	return ""
 }
 
-// kubeletEndpointAt is where in info.Parts the first segment of what the node proxy hands
-// the kubelet is (at most len(info.Parts): none, the kubelet's root), for
-// nodes/NAME/proxy/... (NAME may carry a scheme and a port: https:n:10250) and the legacy
-// /api/v1/proxy/nodes/NAME/... form; ok is false for any other request.
+// kubeletEndpointAt is where in info.Parts the first segment of what a proxy hands a kubelet
+// is (at most len(info.Parts): none, the kubelet's root), for nodes/NAME/proxy/... (NAME may
+// carry a scheme and a port: https:n:10250), for pods/NAME/proxy/... and
+// services/NAME/proxy/... whose NAME names a kubelet's port, and for their legacy
+// /api/v1/proxy/... forms; ok is false for any other request.
 func kubeletEndpointAt(info *apirequest.RequestInfo) (at int, ok bool) {
 	switch {
-	case info.Resource != "nodes":
+	case info.Resource == "nodes":
+	case info.Resource == "pods" || info.Resource == "services":
+		if len(info.Parts) < 2 || !namesKubeletPort(info.Parts[1]) {
+			return 0, false
+		}
+	default:
 		return 0, false
+	}
+	switch {
 	case info.Verb == "proxy":
-		return 2, true // nodes, NAME, endpoint
+		return 2, true // RESOURCE, NAME, endpoint
 	case info.Subresource == "proxy":
-		return 3, true // nodes, NAME, proxy, endpoint
+		return 3, true // RESOURCE, NAME, proxy, endpoint
 	}
 	return 0, false
+}
+
+// namesKubeletPort says whether a pod's or a service's proxy name, [scheme:]name[:port] as
+// kube-apiserver splits it, names one of kubeletPorts by number: a number as a service's proxy
+// reads one (strconv.ParseInt: "010250" and "+10250" are 10250 too).
+func namesKubeletPort(name string) bool {
+	_, _, port, valid := utilnet.SplitSchemeNamePort(name)
+	if !valid {
+		return false // kube-apiserver answers 400
+	}
+	number, err := strconv.ParseInt(port, 10, 64)
+	return err == nil && kubeletPorts[number]
 }
 
 // canonical says whether u's path means the same to every reader: no percent-encoded /, .

@@ -338,6 +338,56 @@ func TestNodeProxyReadEndpointsOnly(t *testing.T) {
 	})
 }
 
+// TestKubeletPortProxiesReadEndpointsOnly: a pod's or a service's proxy to a kubelet's port
+// (10250, or the read-only 10255), named by number with or without a scheme, is judged as the
+// node proxy is: only the kubelet's read endpoints pass. Through any other port everything
+// passes, an application's own /run among it; a port named, or left out, cannot be told from
+// the kubelet's, and passes too (docs/kretry-proxy.md says what closes that road).
+func TestKubeletPortProxiesReadEndpointsOnly(t *testing.T) {
+	up := okUpstream(t)
+	refusedAndAllowed(t, up, http.MethodPost, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/checkpoint/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/cri/exec/token",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/portForward/ns/p",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:010250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/attach/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/kubelet:10250/proxy/exec/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:+10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/debug/flags/v",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/not-an-endpoint",
+		"/api/v1/namespaces/kube-system/services/HTTPS:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/Run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/run/ns/p/c",
+		"/apis/example.com/v1/namespaces/ns/pods/p:10250/proxy/run/ns/p/c",
+	})
+	refusedAndAllowed(t, up, http.MethodPut, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/debug/flags/v",
+	})
+	reachable(t, up, http.MethodGet, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/metrics",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/stats/summary",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/metrics/cadvisor",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/healthz",
+	})
+	reachable(t, up, http.MethodPost, []string{
+		"/api/v1/namespaces/ns/pods/web:8080/proxy/run/job",
+		"/api/v1/namespaces/ns/pods/web:102500/proxy/run",
+		"/api/v1/namespaces/ns/pods/web:1025/proxy/exec",
+		"/api/v1/namespaces/ns/services/https:web:443/proxy/run",
+		"/api/v1/namespaces/ns/services/web/proxy/run",                                    // no port: the service's only one
+		"/api/v1/namespaces/kube-system/services/https:kubelet:https-metrics/proxy/run/x", // a named port
+		"/api/v1/namespaces/ns/pods/10250/proxy/run",                                      // a pod named 10250, no port
+		"/api/v1/namespaces/ns/configmaps/kubelet:10250",                                  // no proxy at all
+	})
+}
+
 // TestProxyPathsInCanonicalFormOnly: a path with an encoded /, . or % (either case of hex
 // digit) is refused where it leads to a pod's or a service's proxy too, and passes where it
 // leads to no proxy (a Node's or a ConfigMap's name).

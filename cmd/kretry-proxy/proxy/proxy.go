@@ -30,9 +30,10 @@ type Options struct {
 	// DefaultAcceptHosts.
 	AcceptHosts []*regexp.Regexp
 	// AllowUpgrades lets protocol upgrades through, and with them pods' exec, attach and
-	// portforward, the kubelet's endpoints behind nodes/NAME/proxy/ that are not its read
-	// endpoints, and proxy paths not in canonical form; default off: they are refused with
-	// 403. CONNECT and TRACE are refused either way.
+	// portforward, the kubelet's endpoints that are not its read endpoints behind
+	// nodes/NAME/proxy/ and behind a pod's or a service's proxy to a kubelet's port (10250,
+	// 10255), and proxy paths not in canonical form; default off: they are refused with 403.
+	// CONNECT and TRACE are refused either way.
 	AllowUpgrades bool
 	// ReadOnly refuses every method but GET with 405.
 	ReadOnly bool
