@@ -38,8 +38,9 @@
 //	--probe-address ADDR
 //	                    also serve /healthz and /metrics, and nothing else, on ADDR (e.g.
 //	                    :8081): the kubelet probes a pod's IP, not its loopback (default off)
-//	--accept-hosts RE   comma-separated regular expressions for the Host header's name
-//	                    (default: localhost, 127.0.0.1, ::1)
+//	--accept-hosts RE   comma-separated regular expressions for the name in the Host and
+//	                    Origin headers, each matched against the whole name
+//	                    (default: localhost,127\.0\.0\.1,::1)
 //	--allow-upgrades    let through what runs a command or opens a tunnel: protocol
 //	                    upgrades, pods' exec, attach and portforward, and the kubelet's run,
 //	                    exec, attach, portForward and cri behind nodes/NAME/proxy/

@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubectlproxy "k8s.io/kubectl/pkg/proxy"
 
 	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
 	"github.com/kretry/kretry/internal/demoserver"
@@ -45,7 +45,7 @@ type options struct {
 	probeAddress      string
 	port              int
 	address           string
-	acceptHosts       string
+	acceptHosts       hostPatterns
 	allowUpgrades     bool
 	readOnly          bool
 	retryGets         bool
@@ -66,7 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.probeAddress, "probe-address", "", "also serve /healthz and /metrics (only) on this address, e.g. :8081, for the kubelet's probes (default: off)")
 	fs.IntVar(&o.port, "port", 8001, "port to serve on (0: a free one)")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "loopback address to serve on")
-	fs.StringVar(&o.acceptHosts, "accept-hosts", proxy.DefaultAcceptHosts, "comma-separated regular expressions for accepted Host header names")
+	o.acceptHosts = hostPatterns{list: proxy.DefaultAcceptHosts}
+	fs.Var(&o.acceptHosts, "accept-hosts", "comma-separated regular `expressions` for the name in the Host and Origin headers,\neach matched against the whole name")
 	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let through what runs a command or opens a tunnel: protocol upgrades, pods' exec, attach and portforward, the kubelet's run, exec, attach, portForward and cri")
 	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET (with --allow-upgrades, exec, attach and port-forward over WebSocket are GETs and pass)")
 	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
@@ -88,6 +89,24 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--address %s is not a loopback address: the proxy lends its credentials to whoever connects", o.address)
 	}
 	return o, nil
+}
+
+// hostPatterns is --accept-hosts: comma-separated regular expressions, each matched against a
+// whole name (proxy.ParseAcceptHosts). patterns is nil for the default.
+type hostPatterns struct {
+	list     string
+	patterns []*regexp.Regexp
+}
+
+func (h *hostPatterns) String() string { return h.list }
+
+func (h *hostPatterns) Set(value string) error {
+	patterns, err := proxy.ParseAcceptHosts(value)
+	if err != nil {
+		return err
+	}
+	h.list, h.patterns = value, patterns
+	return nil
 }
 
 // defaultListBufferSize is kretry's default (transport.Config.ListBufferSize), spelled out so
@@ -143,13 +162,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return err
 	}
 	defer closeTarget()
-	hosts, err := kubectlproxy.MakeRegexpArray(o.acceptHosts)
-	if err != nil {
-		return fmt.Errorf("--accept-hosts: %w", err)
-	}
 	srv, err := proxy.New(c.config, proxy.Options{
 		TokenFile:     c.tokenFile,
-		AcceptHosts:   hosts,
+		AcceptHosts:   o.acceptHosts.patterns,
 		AllowUpgrades: o.allowUpgrades,
 		ReadOnly:      o.readOnly,
 		Transport:     transport.Config{RetryGets: o.retryGets, ListBufferSize: int64(o.listBufferSize)},

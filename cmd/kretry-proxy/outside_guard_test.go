@@ -674,6 +674,27 @@ func TestOutsideGuard(t *testing.T) {
 		}
 	})
 
+	// --accept-hosts as the flag table spells its default, and as a user spells loopback names,
+	// is matched whole: a name that only contains an accepted one is refused, in Host and Origin.
+	t.Run("AcceptHostsMatchedWhole", func(t *testing.T) {
+		for _, flagValue := range []string{outsideDocumentedDefault(t, "--accept-hosts"), "localhost,127.0.0.1,::1", "localhost, 127.0.0.1, ::1", "localhost"} {
+			t.Run(flagValue, func(t *testing.T) {
+				hosts := &outsideEnv{api: api, addr: outsideStartProxy(t, bin, kubeconfig, "--accept-hosts="+flagValue)}
+				for _, foreign := range []string{"localhost.evil.example", "127.0.0.1.evil.example", "evil-localhost.example", "xlocalhost", "localhostx", "::1.evil.example", "::10"} {
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: foreign})
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: foreign + ":8001"})
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", headers: []string{"Origin: http://" + foreign}})
+				}
+				hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "localhost:8001"})
+				hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "localhost", headers: []string{"Origin: http://localhost:3000"}})
+				if flagValue != "localhost" {
+					hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "127.0.0.1:8001"})
+					hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "[::1]:8001"})
+				}
+			})
+		}
+	})
+
 	// DESIGN: a kubelet's metrics and stats stay reachable (and the read endpoints listed by
 	// name pass); reads and watches of kubectl, the Python client and client-node are never
 	// refused, whatever their namespaces and objects are called; writes pass through.
@@ -752,4 +773,28 @@ func TestOutsideGuard(t *testing.T) {
 		}
 		allow.passed(t, outsideReq{method: http.MethodPost, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id"})
 	})
+}
+
+// outsideDocumentedDefault is the default docs/kretry-proxy.md's flag table gives flag, as
+// spelt there (between backquotes).
+func outsideDocumentedDefault(t *testing.T, flag string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kretry-proxy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.TrimSpace(cells[1]) != "`"+flag+"`" {
+			continue
+		}
+		value := strings.TrimSpace(cells[2])
+		if len(value) < 2 || value[0] != '`' || value[len(value)-1] != '`' || strings.Count(value, "`") != 2 {
+			t.Errorf("the flag table's default for %s is %s, not one value between backquotes: a user cannot copy it", flag, value)
+			return strings.ReplaceAll(value, "`", "")
+		}
+		return value[1 : len(value)-1]
+	}
+	t.Fatalf("docs/kretry-proxy.md has no row for %s in its flag table", flag)
+	return ""
 }

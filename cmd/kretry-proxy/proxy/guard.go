@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -113,24 +112,6 @@ func (s *Server) refusal(r *http.Request) (reason string, code int, message stri
 		return refusedMethod, http.StatusMethodNotAllowed, fmt.Sprintf("kretry-proxy is read-only: %s is refused", r.Method)
 	}
 	return "", 0, ""
-}
-
-func (s *Server) acceptHost(host string) bool {
-	for _, re := range s.opts.AcceptHosts {
-		if re.MatchString(host) {
-			return true
-		}
-	}
-	return false
-}
-
-// hostOf is the host of a Host header value, without port or IPv6 brackets:
-// "localhost:8001" → "localhost", "[::1]:8001" and "[::1]" → "::1".
-func hostOf(hostport string) string {
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		return host
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
 // pathRefusal says why a request for u must not reach the API server unless
