@@ -674,6 +674,22 @@ func TestOutsideGuard(t *testing.T) {
 		}
 	})
 
+	// The API server takes its audit's sourceIPs from X-Forwarded-For and X-Real-Ip: a client's
+	// own never reach it, and X-Forwarded-For is the one the proxy sets, the client's loopback
+	// address; nor does any other X-Forwarded-* or Forwarded header.
+	t.Run("SourceHeadersDropped", func(t *testing.T) {
+		for _, r := range []outsideReq{
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods?watch=true"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/configmaps"},
+		} {
+			r.headers = outsideSourceHeaders
+			for _, rec := range env.passed(t, r) {
+				outsideCheckSource(t, r, rec)
+			}
+		}
+	})
+
 	// --accept-hosts as the flag table spells its default, and as a user spells loopback names,
 	// is matched whole: a name that only contains an accepted one is refused, in Host and Origin.
 	t.Run("AcceptHostsMatchedWhole", func(t *testing.T) {
@@ -772,7 +788,72 @@ func TestOutsideGuard(t *testing.T) {
 			allow.passed(t, outsideReq{method: http.MethodPost, target: target})
 		}
 		allow.passed(t, outsideReq{method: http.MethodPost, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id"})
+
+		// An upgrade: a bearer token in Sec-WebSocket-Protocol (client-go's and browsers' way
+		// to send one over WebSocket) never reaches the API server, the other protocols do;
+		// the source headers are the proxy's on this path too.
+		for _, protocols := range []string{
+			"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.Y2xpZW50LXRva2Vu, v4.channel.k8s.io",
+			"base64url.bearer.authorization.k8s.io.Y2xpZW50LXRva2Vu,v5.channel.k8s.io",
+		} {
+			r := outsideReq{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods/p/exec?command=id&stdout=1", headers: append([]string{
+				"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+				"Sec-WebSocket-Protocol: " + protocols,
+				"Sec-WebSocket-Protocol: Base64url.Bearer.Authorization.k8s.io.b3RoZXI",
+			}, outsideSourceHeaders...)}
+			// The fake API server answers 200, not 101, and the proxy then answers 500: what
+			// reached the API server is what counts here.
+			id := allow.id(t)
+			resp := outsideSend(t, allow.addr, id, r)
+			reached := api.reached(id)
+			if len(reached) == 0 {
+				t.Errorf("%s: never reached the API server (proxy answered %d %q)", r, resp.status, outsideShort(resp.body))
+			}
+			for _, rec := range reached {
+				got := strings.Join(rec.header.Values("Sec-WebSocket-Protocol"), ",")
+				if strings.Contains(strings.ToLower(got), "bearer") {
+					t.Errorf("upgrade: Sec-WebSocket-Protocol %q reached the API server", got)
+				}
+				for _, want := range []string{"v5.channel.k8s.io"} {
+					if !strings.Contains(got, want) {
+						t.Errorf("upgrade: Sec-WebSocket-Protocol %q at the API server lost %s", got, want)
+					}
+				}
+				outsideCheckSource(t, r, rec)
+			}
+		}
 	})
+}
+
+// outsideSourceHeaders claim another source for a request: the API server's audit reads
+// X-Forwarded-For and X-Real-Ip for sourceIPs; the rest are a reverse proxy's to set.
+var outsideSourceHeaders = []string{
+	"X-Forwarded-For: 203.0.113.7",
+	"x-forwarded-for: 198.51.100.9",
+	"X-Real-Ip: 203.0.113.7",
+	"Forwarded: for=203.0.113.7;proto=https",
+	"X-Forwarded-Host: kubernetes.default",
+	"X-Forwarded-Proto: https",
+	"X-Forwarded-Port: 443",
+	"X-Forwarded-Uri: /api",
+}
+
+// outsideCheckSource fails unless the only source header rec carries is the proxy's
+// X-Forwarded-For with the client's loopback address.
+func outsideCheckSource(t *testing.T, r outsideReq, rec outsideRecord) {
+	t.Helper()
+	for name, values := range rec.header {
+		lower := strings.ToLower(name)
+		if lower == "x-forwarded-for" {
+			if strings.Join(values, ", ") != "127.0.0.1" {
+				t.Errorf("%s %s: X-Forwarded-For %q reached the API server, want the proxy's own, 127.0.0.1", r.method, r.target, values)
+			}
+			continue
+		}
+		if lower == "forwarded" || lower == "x-real-ip" || strings.HasPrefix(lower, "x-forwarded-") {
+			t.Errorf("%s %s: %s: %q reached the API server", r.method, r.target, name, values)
+		}
+	}
 }
 
 // outsideDocumentedDefault is the default docs/kretry-proxy.md's flag table gives flag, as

@@ -25,7 +25,11 @@
 //     cookies and X-Remote-* front-proxy identity headers are dropped (client-go's
 //     impersonation leaves a request that already names a user alone, so a kubeconfig's as:
 //     would not hold otherwise; the API server believes X-Remote-* from a front-proxy client
-//     certificate, which the proxy's credential may be).
+//     certificate, which the proxy's credential may be), and so is a bearer token among the
+//     WebSocket subprotocols of an upgrade (the others are kept).
+//   - A client names no other source: its X-Forwarded-*, Forwarded and X-Real-Ip headers are
+//     dropped (the API server's audit reads its sourceIPs from X-Forwarded-For and
+//     X-Real-Ip), and the handler behind sets X-Forwarded-For to the client's address.
 //   - With Options.TokenFile (a pod's service-account token) or a rest.Config's
 //     BearerTokenFile, the token is read again as soon as the file changes (one stat per
 //     request), beneath kretry: retries and resumed watches carry the token of the moment.

@@ -282,19 +282,55 @@ func readings(decodedPath string) []string {
 }
 
 // dropClientIdentity removes from h everything by which a client could act as someone
-// else: its Authorization, its Impersonate-* headers (client-go's impersonation round tripper
-// leaves a request that already names a user alone, so the kubeconfig's as: would not hold),
-// its cookies, and the front-proxy identity headers X-Remote-* (User, Group, Uid, Extra-*, the
-// API server's --requestheader-* defaults: it believes them from a front-proxy client
-// certificate, which the proxy's own credential may be). The proxy's own credentials and
-// impersonation are added below.
+// else or claim another source: its Authorization, its Impersonate-* headers (client-go's
+// impersonation round tripper leaves a request that already names a user alone, so the
+// kubeconfig's as: would not hold), its cookies, the front-proxy identity headers X-Remote-*
+// (User, Group, Uid, Extra-*, the API server's --requestheader-* defaults: it believes them
+// from a front-proxy client certificate, which the proxy's own credential may be), a bearer
+// token among its WebSocket subprotocols, and the source headers a reverse proxy sets:
+// X-Forwarded-* and Forwarded, and X-Real-Ip (the API server's audit takes its sourceIPs from
+// X-Forwarded-For and X-Real-Ip). The proxy's own credentials and impersonation are added
+// below, and the handler behind sets X-Forwarded-For to the client's own address.
 func dropClientIdentity(h http.Header) {
-	for name := range h {
+	for name, values := range h {
 		lower := strings.ToLower(name)
-		if lower == "authorization" || lower == "cookie" || strings.HasPrefix(lower, "impersonate-") || strings.HasPrefix(lower, "x-remote-") {
+		switch {
+		case lower == "authorization", lower == "cookie", lower == "forwarded", lower == "x-real-ip",
+			strings.HasPrefix(lower, "impersonate-"), strings.HasPrefix(lower, "x-remote-"), strings.HasPrefix(lower, "x-forwarded-"):
 			delete(h, name)
+		case lower == "sec-websocket-protocol":
+			if kept := withoutBearerProtocol(values); len(kept) > 0 {
+				h[name] = kept
+			} else {
+				delete(h, name)
+			}
 		}
 	}
+}
+
+// bearerProtocolPrefix starts a WebSocket subprotocol that carries a bearer token, which
+// kube-apiserver's authenticator takes as credentials (a browser cannot set Authorization on
+// a WebSocket, so client-go and client-node send the token this way).
+const bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
+
+// withoutBearerProtocol is a Sec-WebSocket-Protocol header's values without the protocols
+// that carry a bearer token, in any case (the API server's prefix is matched exactly; refusing
+// more spellings costs nothing); a value left with none is dropped.
+func withoutBearerProtocol(values []string) []string {
+	var kept []string
+	for _, value := range values {
+		var protocols []string
+		for _, protocol := range strings.Split(value, ",") {
+			protocol = strings.TrimSpace(protocol)
+			if protocol != "" && !strings.HasPrefix(strings.ToLower(protocol), bearerProtocolPrefix) {
+				protocols = append(protocols, protocol)
+			}
+		}
+		if len(protocols) > 0 {
+			kept = append(kept, strings.Join(protocols, ", "))
+		}
+	}
+	return kept
 }
 
 // writeStatus answers with a metav1.Status, which kubectl, the Python client and client-node

@@ -440,6 +440,80 @@ func TestFrontProxyHeadersDropped(t *testing.T) {
 	}
 }
 
+// TestSourceHeadersDropped: a client's X-Forwarded-*, Forwarded and X-Real-Ip never reach the
+// API server, whose audit takes its sourceIPs from X-Forwarded-For and X-Real-Ip; the
+// X-Forwarded-For it sees is the one the handler behind sets, the client's own address. On
+// upgrades too, and a bearer token among the WebSocket subprotocols goes with them.
+func TestSourceHeadersDropped(t *testing.T) {
+	up := okUpstream(t)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		req  *http.Request
+	}{
+		{name: "LIST", req: httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/configmaps", nil)},
+		{name: "POST", req: httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))},
+		{name: "upgrade", opts: Options{AllowUpgrades: true}, req: httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/pods/p/exec?command=id", nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.RemoteAddr = "127.0.0.1:40000"
+			req.Header.Add("X-Forwarded-For", "203.0.113.7")
+			req.Header.Add("X-Forwarded-For", "198.51.100.9")
+			req.Header.Set("X-Real-Ip", "203.0.113.7")
+			req.Header.Set("Forwarded", "for=203.0.113.7")
+			req.Header.Set("X-Forwarded-Host", "kubernetes.default")
+			req.Header["x-forwarded-proto"] = []string{"https"}
+			req.Header.Set("X-Kept", "yes")
+			if tc.opts.AllowUpgrades {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9rZW4")
+			}
+			rec, reached := ask(t, up, rest.Config{}, tc.opts, req)
+			if reached == nil {
+				t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+			}
+			for name, values := range reached.Header {
+				lower := strings.ToLower(name)
+				switch {
+				case lower == "x-forwarded-for":
+					if strings.Join(values, ", ") != "127.0.0.1" {
+						t.Errorf("X-Forwarded-For %q reached the API server, want the client's own address", values)
+					}
+				case lower == "forwarded", lower == "x-real-ip", strings.HasPrefix(lower, "x-forwarded-"):
+					t.Errorf("%s %q reached the API server", name, values)
+				}
+			}
+			if reached.Header.Get("X-Kept") != "yes" {
+				t.Errorf("another header was dropped too: %v", reached.Header)
+			}
+			if tc.opts.AllowUpgrades {
+				if got := reached.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "v5.channel.k8s.io" {
+					t.Errorf("Sec-WebSocket-Protocol at the API server: %q, want only v5.channel.k8s.io", got)
+				}
+			}
+		})
+	}
+}
+
+// TestWithoutBearerProtocol: the subprotocols that carry a bearer token are taken out of a
+// Sec-WebSocket-Protocol header, in any case and any place among the others, which are kept.
+func TestWithoutBearerProtocol(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{in: []string{"v5.channel.k8s.io"}, want: []string{"v5.channel.k8s.io"}},
+		{in: []string{"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9rZW4, v4.channel.k8s.io"}, want: []string{"v5.channel.k8s.io, v4.channel.k8s.io"}},
+		{in: []string{"base64url.bearer.authorization.k8s.io.dG9rZW4,v5.channel.k8s.io"}, want: []string{"v5.channel.k8s.io"}},
+		{in: []string{"BASE64URL.Bearer.Authorization.K8S.IO.dG9rZW4", "v4.channel.k8s.io"}, want: []string{"v4.channel.k8s.io"}},
+		{in: []string{"base64url.bearer.authorization.k8s.io.dG9rZW4"}, want: nil},
+		{in: []string{" , "}, want: nil},
+	} {
+		if got := withoutBearerProtocol(tc.in); strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+			t.Errorf("withoutBearerProtocol(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 // TestConnectAndTraceRefused: CONNECT (a tunnel through the API server) and TRACE never reach
 // it, with or without AllowUpgrades; OPTIONS and HEAD do.
 func TestConnectAndTraceRefused(t *testing.T) {
