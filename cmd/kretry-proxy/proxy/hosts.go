@@ -69,10 +69,14 @@ func (s *Server) acceptHost(host string) bool {
 }
 
 // hostOf is the host of a Host header value, without port or IPv6 brackets:
-// "localhost:8001" → "localhost", "[::1]:8001" and "[::1]" → "::1".
+// "localhost:8001" → "localhost", "[::1]:8001" and "[::1]" → "::1". A bracket without its
+// pair stays, so that "[::1" is no loopback name.
 func hostOf(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+	if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		return hostport[1 : len(hostport)-1]
+	}
+	return hostport
 }

@@ -650,7 +650,7 @@ func TestClassify(t *testing.T) {
 func TestHostOf(t *testing.T) {
 	for in, want := range map[string]string{
 		"localhost:8001": "localhost", "localhost": "localhost", "127.0.0.1:80": "127.0.0.1",
-		"[::1]:8001": "::1", "[::1]": "::1", "": "",
+		"[::1]:8001": "::1", "[::1]": "::1", "": "", "[::1": "[::1", "::1]": "::1]", "[": "[",
 	} {
 		if got := hostOf(in); got != want {
 			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
