@@ -978,3 +978,90 @@ func TestTrialStreamsAndWords(t *testing.T) {
 		t.Logf("%s -> %d, reached: %v", r, resp.status, len(e.since(n)) > 0)
 	}
 }
+
+// TestTrialKubeconfigAs: "a kubeconfig's as: holds": with as: bob, a client's Impersonate-*
+// headers never reach the API server beside the proxy's (client-go's impersonation adds the
+// user alone and leaves a client's Impersonate-Group in place, which would put bob in
+// system:masters), on the plain path and on an upgrade's.
+func TestTrialKubeconfigAs(t *testing.T) {
+	bin := trialBin(t)
+	api := outsideStartAPIServer(t)
+	kc := outsideKubeconfig(t, api)
+	b, err := os.ReadFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAs := strings.Replace(string(b), "    token: "+outsideToken+"\n", "    token: "+outsideToken+"\n    as: bob\n", 1)
+	if withAs == string(b) {
+		t.Fatal("kubeconfig: no token line to add as: to")
+	}
+	if err := os.WriteFile(kc, []byte(withAs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &trialEnv{api: api, addr: outsideStartProxy(t, bin, kc, "--allow-upgrades")}
+	spoof := []string{"Impersonate-Group: system:masters", "impersonate-extra-scopes: all", "Impersonate-Uid: 0"}
+	upgrade := []string{"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="}
+	for _, r := range []trialReq{
+		{method: "GET", target: "/api/v1/namespaces/ns/configmaps", headers: spoof},
+		{method: "POST", target: "/api/v1/namespaces/ns/configmaps", headers: append([]string{"Impersonate-User: system:admin"}, spoof...)},
+		{method: "GET", target: "/api/v1/namespaces/ns/pods/p/exec?command=id&stdout=1", headers: append(append([]string(nil), upgrade...), spoof...)},
+		{method: "GET", target: "/api/v1/namespaces/ns/pods/p/exec?command=id&stdout=1", headers: append(append([]string{"Impersonate-User: system:admin"}, upgrade...), spoof...)},
+	} {
+		for _, rec := range e.reached(t, r) {
+			for name, vals := range rec.header {
+				if l := strings.ToLower(name); strings.HasPrefix(l, "impersonate-") && !(l == "impersonate-user" && len(vals) == 1 && vals[0] == "bob") {
+					t.Errorf("%s: API server got %s: %q; want Impersonate-User: bob alone", r, name, vals)
+				}
+			}
+			if got := rec.header.Values("Impersonate-User"); len(got) != 1 || got[0] != "bob" {
+				t.Errorf("%s: API server got Impersonate-User %q; want bob", r, got)
+			}
+		}
+	}
+}
+
+// TestTrialPipelined: each request on a kept-alive connection is judged on its own: a refused one
+// after a passed one, and a passed one after a refused one.
+func TestTrialPipelined(t *testing.T) {
+	e := trialStart(t)
+	ok := "GET /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: " + e.addr + "\r\n\r\n"
+	bad := "POST /api/v1/nodes/n/proxy/run/ns/p/c?cmd=id HTTP/1.1\r\nHost: " + e.addr + "\r\nContent-Length: 0\r\n\r\n"
+	badUp := "GET /api/v1/namespaces/ns/pods/p/exec?command=id HTTP/1.1\r\nHost: " + e.addr + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	for _, seq := range [][]string{{ok, bad}, {ok, badUp}, {ok, ok, bad, ok}} {
+		conn, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		n := e.count()
+		if _, err := io.WriteString(conn, strings.Join(seq, "")); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		for i := range seq {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break // the proxy may close the connection after a refusal
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			_ = i
+		}
+		conn.Close()
+		want := 0
+		for _, s := range seq {
+			if s == ok {
+				want++
+			}
+		}
+		got := e.since(n)
+		for _, rec := range got {
+			if rec.method != "GET" || !strings.HasPrefix(rec.requestURI, "/api/v1/namespaces/ns/configmaps") {
+				t.Errorf("pipelined: %s %s reached the API server", rec.method, rec.requestURI)
+			}
+		}
+		if len(got) > want {
+			t.Errorf("pipelined: %d requests reached the API server; want at most %d", len(got), want)
+		}
+	}
+}
