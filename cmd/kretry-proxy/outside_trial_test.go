@@ -252,6 +252,7 @@ func kubeletNames(name string) []string {
 	for _, id := range []string{
 		"HTTPS:" + name + ":10250", "Https:" + name + ":10250", "HTTP:" + name + ":10255",
 		name + "%3A10250", name + "%3a10250", "https%3A" + name + "%3A10250", "https:" + name + "%3A%2B10250",
+		"%68ttps:" + name + ":10250", "htt%70:" + name + ":10255",
 	} {
 		out = append(out, id)
 	}
@@ -322,6 +323,26 @@ func TestTrialKubeletPortProxies(t *testing.T) {
 			for _, c := range kubeletCommands {
 				e.refused(t, trialReq{method: c.method, target: p + c.rest})
 			}
+		}
+	})
+	// "whatever the scheme prefix": a scheme kube-apiserver v1.37 does not take (its
+	// SplitSchemeNamePort takes "", http and https only, and answers 400 to any other) is
+	// refused as HTTPS: is, deny-by-default, rather than let through as not-a-kubelet.
+	t.Run("UnknownSchemeRefused", func(t *testing.T) {
+		for _, scheme := range []string{"ws:", "wss:", "tcp:", "h2c:"} {
+			for _, p := range []string{
+				"/api/v1/namespaces/kube-system/pods/" + scheme + "kube-proxy-x7k2p:10250/proxy/",
+				"/api/v1/namespaces/kube-system/services/" + scheme + "kubelet:10250/proxy/",
+				"/api/v1/proxy/namespaces/kube-system/pods/" + scheme + "kube-proxy-x7k2p:10255/",
+			} {
+				e.refused(t, trialReq{method: "POST", target: p + "run/ns/p/c?cmd=id"})
+			}
+		}
+		// four parts is no id kube-apiserver takes; logged only
+		for _, target := range []string{"/api/v1/namespaces/kube-system/pods/https:x:kube-proxy-x7k2p:10250/proxy/run/ns/p/c"} {
+			n := e.count()
+			resp := e.send(trialReq{method: "POST", target: target})
+			t.Logf("POST %s -> %d, reached: %v", target, resp.status, len(e.since(n)) > 0)
 		}
 	})
 	// Non-canonical spellings that lead to a proxy are refused anyway.
@@ -396,7 +417,7 @@ func TestTrialKubeletPortProxies(t *testing.T) {
 func TestTrialNodeProxySpellings(t *testing.T) {
 	e := trialStart(t)
 	var prefixes []string
-	for _, id := range []string{"n", "n:10250", "https:n:10250", "http:n:10255", ":n:10250", "n:+10250", "n:8080", "n%3A10250", "HTTPS:n:10250", "n:", "https:n:"} {
+	for _, id := range []string{"n", "n:10250", "https:n:10250", "http:n:10255", ":n:10250", "n:+10250", "n:8080", "n%3A10250", "HTTPS:n:10250", "n:", "https:n:", "ws:n:10250", "x:https:n:10250"} {
 		prefixes = append(prefixes, "/api/v1/nodes/"+id+"/proxy/", "/api/v1/proxy/nodes/"+id+"/")
 	}
 	for _, p := range prefixes {
