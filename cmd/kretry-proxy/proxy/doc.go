@@ -47,7 +47,8 @@
 //     kubelet's read endpoints, listed by name from its routes (metrics, stats, healthz,
 //     pods, configz, containerLogs, ...; run, exec, attach, portForward, cri, checkpoint
 //     and debug are not). A pod's or a service's proxy to a kubelet's port, 10250 or 10255
-//     by number (pods/https:NAME:10250/proxy/), is judged the same: a hostNetwork pod's IP
+//     by number, whatever the scheme (pods/https:NAME:10250/proxy/, pods/ws:NAME:10250/proxy/,
+//     which kube-apiserver would answer 400), is judged the same: a hostNetwork pod's IP
 //     is its node's, and a Service may have the nodes as endpoints. A port named or left out
 //     cannot be told apart, and passes. The path is read as kube-apiserver reads it, by its own parser
 //     (k8s.io/apiserver's RequestInfoFactory), as spelt and in lower case. A path that is

@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -213,15 +212,17 @@ func kubeletEndpointAt(info *apirequest.RequestInfo) (at int, ok bool) {
 	return 0, false
 }
 
-// namesKubeletPort says whether a pod's or a service's proxy name, [scheme:]name[:port] as
-// kube-apiserver splits it, names one of kubeletPorts by number: a number as a service's proxy
-// reads one (strconv.ParseInt: "010250" and "+10250" are 10250 too).
+// namesKubeletPort says whether a pod's or a service's proxy name names one of kubeletPorts by
+// number (as a service's proxy reads one, strconv.ParseInt: "010250" and "+10250" are 10250
+// too), whatever its scheme. kube-apiserver reads [scheme:]name[:port], so a port, where there
+// is one, is what follows the last colon; a scheme it does not take (ws:, HTTPS:, a fourth
+// part) gets a 400 from it, which the guard does not count on: deny by default.
 func namesKubeletPort(name string) bool {
-	_, _, port, valid := utilnet.SplitSchemeNamePort(name)
-	if !valid {
-		return false // kube-apiserver answers 400
+	colon := strings.LastIndexByte(name, ':')
+	if colon < 0 {
+		return false // no port: a pod's first declared one, a service's only one
 	}
-	number, err := strconv.ParseInt(port, 10, 64)
+	number, err := strconv.ParseInt(name[colon+1:], 10, 64)
 	return err == nil && kubeletPorts[number]
 }
 

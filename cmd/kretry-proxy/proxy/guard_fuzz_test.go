@@ -249,14 +249,11 @@ func judgeAPIPath(apiPath string, trailingSlash, exact bool) string {
 
 // kubeletPort says whether a pod's or a service's proxy name, [scheme:]name[:port], names a
 // kubelet's port, 10250 or 10255, as a number (leading zeros and a plus sign allowed, as a
-// service's proxy reads it), where kube-apiserver would take the name at all: at most three
-// parts, a name, and a scheme of http or https or none.
+// service's proxy reads it), whatever comes before it: the contract is deny-by-default
+// whatever the scheme, so a scheme or a part kube-apiserver would answer 400 to counts too.
 func kubeletPort(name string) bool {
 	parts := strings.Split(name, ":")
-	switch {
-	case len(parts) < 2 || len(parts) > 3 || parts[len(parts)-2] == "":
-		return false
-	case len(parts) == 3 && parts[0] != "" && parts[0] != "http" && parts[0] != "https":
+	if len(parts) < 2 {
 		return false
 	}
 	digits := strings.TrimLeft(strings.TrimPrefix(parts[len(parts)-1], "+"), "0")
@@ -376,7 +373,8 @@ func buildTarget(program []byte) string {
 
 // spell writes word one of the ways a client could: as it is, a letter percent-encoded once
 // or twice (either case of hex digit), every letter encoded, in other case, with a port or a
-// scheme and port (a kubelet's, by number or spelt otherwise, or by name).
+// scheme and port (a kubelet's, by number or spelt otherwise, or by name; a scheme
+// kube-apiserver takes or one it does not).
 func spell(word string, how int) string {
 	if word == "" {
 		return word
@@ -413,6 +411,8 @@ func spell(word string, how int) string {
 		return word + ":+010250"
 	case 13:
 		return word + ":https-metrics"
+	case 14:
+		return "ws:" + word + ":10250" // a scheme kube-apiserver does not take
 	}
 	return word
 }

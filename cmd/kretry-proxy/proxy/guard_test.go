@@ -339,7 +339,7 @@ func TestNodeProxyReadEndpointsOnly(t *testing.T) {
 }
 
 // TestKubeletPortProxiesReadEndpointsOnly: a pod's or a service's proxy to a kubelet's port
-// (10250, or the read-only 10255), named by number with or without a scheme, is judged as the
+// (10250, or the read-only 10255), named by number with any scheme or none, is judged as the
 // node proxy is: only the kubelet's read endpoints pass. Through any other port everything
 // passes, an application's own /run among it; a port named, or left out, cannot be told from
 // the kubelet's, and passes too (docs/kretry-proxy.md says what closes that road).
@@ -360,6 +360,15 @@ func TestKubeletPortProxiesReadEndpointsOnly(t *testing.T) {
 		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/debug/flags/v",
 		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/not-an-endpoint",
 		"/api/v1/namespaces/kube-system/services/HTTPS:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/Https:kubelet:10250/proxy/run/ns/p/c",
+		// a scheme kube-apiserver does not take (it answers 400): refused all the same
+		"/api/v1/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/wss:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/tcp:kube-proxy-x7k2p:10255/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/h2c:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/https:x:kube-proxy-x7k2p:10250/proxy/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10255/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/services/tcp:kubelet:10250/run/ns/p/c",
 		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/Run/ns/p/c",
 		"/api/v1/proxy/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/run/ns/p/c",
 		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/run/ns/p/c",
