@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -147,14 +148,24 @@ func (b *byteSize) String() string {
 	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
 }
 
+// maxByteSize is the largest size an int64 holds. resource.ParseQuantity caps a quantity with
+// a binary suffix (Ki to Ei) there, so such a quantity that reads as maxByteSize was at least
+// that large.
+var maxByteSize = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+
+// Set takes any quantity that is a whole number of bytes, at least 1Mi, within an int64:
+// 1.5Mi is 1572864 bytes, as in a container's memory limit.
 func (b *byteSize) Set(value string) error {
 	q, err := resource.ParseQuantity(value)
 	if err != nil {
 		return fmt.Errorf("%q is not a size: want bytes or a quantity such as 32Mi", value)
 	}
-	n, ok := q.AsInt64()
+	if over := q.Cmp(maxByteSize); over > 0 || over == 0 && q.Format == resource.BinarySI {
+		return fmt.Errorf("%q is too large: at most %d bytes", value, int64(math.MaxInt64))
+	}
+	n := q.Value() // rounded up: exact only where q is a whole number
 	switch {
-	case !ok || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0:
+	case q.Cmp(*resource.NewQuantity(n, resource.DecimalSI)) != 0:
 		return fmt.Errorf("%q is not a whole number of bytes", value)
 	case n < 1<<20:
 		return fmt.Errorf("%q is under 1Mi: a LIST body larger than that would stream unprotected", value)

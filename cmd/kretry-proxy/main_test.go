@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,6 +40,14 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--list-buffer-size", "1.5"}, wantErr: "not a whole number of bytes"},
 		{args: []string{"--list-buffer-size", "512Ki"}, wantErr: "under 1Mi"},
 		{args: []string{"--list-buffer-size", "-64Mi"}, wantErr: "under 1Mi"},
+		{args: []string{"--list-buffer-size", "1048576.5"}, wantErr: "not a whole number of bytes"},
+		{args: []string{"--list-buffer-size", "1.0000000001Mi"}, wantErr: "not a whole number of bytes"},
+		{args: []string{"--list-buffer-size", "8Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "9Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "100Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "9223372036854775808"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "1e19"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "10E"}, wantErr: "too large"},
 	}
 	for _, tc := range tests {
 		_, err := parseFlags(tc.args, io.Discard)
@@ -51,10 +60,15 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// TestListBufferSizeFlag: --list-buffer-size reads a quantity as a memory limit is written,
-// and its default is kretry's.
+// TestListBufferSizeFlag: --list-buffer-size reads a quantity as a memory limit is written
+// (1.5Mi is a whole number of bytes, as is an int64's largest), and its default is kretry's.
 func TestListBufferSizeFlag(t *testing.T) {
-	for value, want := range map[string]int64{"": 128 << 20, "32Mi": 32 << 20, "64M": 64_000_000, "2097152": 2 << 20, "1Gi": 1 << 30} {
+	for value, want := range map[string]int64{
+		"": 128 << 20, "32Mi": 32 << 20, "64M": 64_000_000, "2097152": 2 << 20, "1Gi": 1 << 30,
+		// a fraction of a unit that is a whole number of bytes, as in a memory limit
+		"1.5Mi": 3 << 19, "1.25Mi": 5 << 18, "1.5Gi": 3 << 29, "2.5M": 2_500_000, "1e7": 10_000_000,
+		"7Ei": 7 << 60, "9223372036854775807": math.MaxInt64,
+	} {
 		args := []string{}
 		if value != "" {
 			args = append(args, "--list-buffer-size", value)
