@@ -61,10 +61,11 @@
 // Server.ProbeHandler serves /healthz and /metrics alone, without the checks, for an address
 // the kubelet's probes reach.
 //
-// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself; the API
-// server's own /healthz and /metrics are not reachable through it (its /livez and /readyz
-// are). /metrics serves one Prometheus registry of the proxy's own (client_golang's promhttp)
-// holding two sets of metrics:
+// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself, those
+// two paths exactly: the API server's own /healthz and /metrics are not reachable through it,
+// and every other path goes to the API server, its /livez and /readyz, /healthz/etcd and the
+// other /healthz/ checks, /metrics/ and /Metrics among them. /metrics serves one Prometheus
+// registry of the proxy's own (client_golang's promhttp) holding two sets of metrics:
 //   - kretry's, from package github.com/kretry/kretry/metrics, whose Observer is set in the
 //     transport.Config the proxy wraps its API transport with (joined with
 //     Options.Transport.Observer, if any): kretry_requests_total{verb,outcome},
