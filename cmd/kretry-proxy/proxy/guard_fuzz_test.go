@@ -41,6 +41,8 @@ func FuzzGuard(f *testing.F) {
 		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/attach/ns/p/c",
 		"/api/v1/namespaces/kube-system/services/kubelet:+010255/proxy/debug/flags/v",
 		"/api/v1/proxy/namespaces/ns/pods/p:10250/checkpoint/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/proxy/namespaces/kube-system/services/tcp:kubelet:10255/run/ns/p/c",
 		"localhost.evil.example",
 		"127.0.0.1.evil.example:8001",
 		"[::1]:8001",
@@ -58,6 +60,8 @@ func FuzzGuard(f *testing.F) {
 	// A pod's and a service's proxy to a kubelet's port: namespaces/ns/pods/https:p:10250/proxy/run/...
 	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 5, 0, 0, 6, 7, 0, 10, 0, 0, 11, 0, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
 	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 20, 0, 0, 21, 12, 0, 10, 0, 0, 13, 0, 0, 36, 0}, "")
+	// ... with a scheme kube-apiserver does not take: namespaces/ns/pods/ws:p:10250/proxy/run/...
+	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 5, 0, 0, 6, 14, 0, 10, 0, 0, 11, 0, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
 
 	srv, seen := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, program []byte, raw string) {
