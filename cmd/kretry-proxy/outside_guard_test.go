@@ -206,6 +206,28 @@ type outsideResp struct {
 	body   string
 }
 
+// writeHeadersAndBody ends a request written by hand: its header lines, "Connection: close"
+// unless they set a Connection of their own, the blank line, and a small JSON body for a
+// method that carries one.
+func writeHeadersAndBody(b *strings.Builder, method string, headers []string) {
+	hasConnection := false
+	for _, h := range headers {
+		if strings.HasPrefix(strings.ToLower(h), "connection:") {
+			hasConnection = true
+		}
+		b.WriteString(h + "\r\n")
+	}
+	if !hasConnection {
+		b.WriteString("Connection: close\r\n")
+	}
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		b.WriteString("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	default:
+		b.WriteString("\r\n")
+	}
+}
+
 // outsideSend writes the request by hand on a fresh connection and reads the response head (and,
 // for anything but a 2xx, up to 4 KiB of its body).
 func outsideSend(t *testing.T, addr, id string, r outsideReq) outsideResp {
@@ -222,22 +244,7 @@ func outsideSend(t *testing.T, addr, id string, r outsideReq) outsideResp {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n", r.method, r.target, host, outsideCaseHeader, id)
-	hasConnection := false
-	for _, h := range r.headers {
-		if strings.HasPrefix(strings.ToLower(h), "connection:") {
-			hasConnection = true
-		}
-		b.WriteString(h + "\r\n")
-	}
-	if !hasConnection {
-		b.WriteString("Connection: close\r\n")
-	}
-	switch r.method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		b.WriteString("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-	default:
-		b.WriteString("\r\n")
-	}
+	writeHeadersAndBody(&b, r.method, r.headers)
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		t.Fatal(err)
 	}

@@ -138,22 +138,7 @@ func trialSendTo(addr string, r trialReq) trialResp {
 	default:
 		fmt.Fprintf(&b, "Host: %s\r\n", r.host)
 	}
-	hasConn := false
-	for _, h := range r.headers {
-		if strings.HasPrefix(strings.ToLower(h), "connection:") {
-			hasConn = true
-		}
-		b.WriteString(h + "\r\n")
-	}
-	if !hasConn {
-		b.WriteString("Connection: close\r\n")
-	}
-	switch r.method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		b.WriteString("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-	default:
-		b.WriteString("\r\n")
-	}
+	writeHeadersAndBody(&b, r.method, r.headers)
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		return trialResp{err: err}
 	}
