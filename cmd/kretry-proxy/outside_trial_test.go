@@ -116,6 +116,13 @@ func (e *trialEnv) send(r trialReq) trialResp {
 	return trialSendTo(e.addr, r)
 }
 
+// sendRecorded sends r and returns the answer with what reached the API server meanwhile.
+func (e *trialEnv) sendRecorded(r trialReq) (trialResp, []outsideRecord) {
+	n := e.count()
+	resp := e.send(r)
+	return resp, e.since(n)
+}
+
 func trialSendTo(addr string, r trialReq) trialResp {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -153,9 +160,8 @@ func trialSendTo(addr string, r trialReq) trialResp {
 // refused: nothing reached the API server and the proxy answered a 4xx Status.
 func (e *trialEnv) refused(t *testing.T, r trialReq) {
 	t.Helper()
-	n := e.count()
-	resp := e.send(r)
-	if got := e.since(n); len(got) > 0 {
+	resp, got := e.sendRecorded(r)
+	if len(got) > 0 {
 		t.Errorf("REACHED the API server as %s %s (proxy answered %d): %s", got[0].method, got[0].requestURI, resp.status, r)
 		return
 	}
@@ -178,9 +184,8 @@ func (e *trialEnv) refused(t *testing.T, r trialReq) {
 // notReached: nothing reached the API server, whatever the proxy answered.
 func (e *trialEnv) notReached(t *testing.T, r trialReq) trialResp {
 	t.Helper()
-	n := e.count()
-	resp := e.send(r)
-	if got := e.since(n); len(got) > 0 {
+	resp, got := e.sendRecorded(r)
+	if len(got) > 0 {
 		t.Errorf("REACHED the API server as %s %s (proxy answered %d): %s", got[0].method, got[0].requestURI, resp.status, r)
 	}
 	return resp
@@ -189,9 +194,7 @@ func (e *trialEnv) notReached(t *testing.T, r trialReq) trialResp {
 // passed: the request reached the API server (once or more) and the proxy answered 200.
 func (e *trialEnv) passed(t *testing.T, r trialReq) []outsideRecord {
 	t.Helper()
-	n := e.count()
-	resp := e.send(r)
-	got := e.since(n)
+	resp, got := e.sendRecorded(r)
 	if len(got) == 0 {
 		t.Errorf("%s: never reached the API server (proxy answered %d %q); want passed", r, resp.status, outsideShort(resp.body))
 		return nil
@@ -206,9 +209,7 @@ func (e *trialEnv) passed(t *testing.T, r trialReq) []outsideRecord {
 // the fake server answers with 200 rather than 101 ends in an error).
 func (e *trialEnv) reached(t *testing.T, r trialReq) []outsideRecord {
 	t.Helper()
-	n := e.count()
-	resp := e.send(r)
-	got := e.since(n)
+	resp, got := e.sendRecorded(r)
 	if len(got) == 0 {
 		t.Errorf("%s: never reached the API server (proxy answered %d %q)", r, resp.status, outsideShort(resp.body))
 	}
@@ -325,9 +326,8 @@ func TestTrialKubeletPortProxies(t *testing.T) {
 		}
 		// four parts is no id kube-apiserver takes; logged only
 		for _, target := range []string{"/api/v1/namespaces/kube-system/pods/https:x:kube-proxy-x7k2p:10250/proxy/run/ns/p/c"} {
-			n := e.count()
-			resp := e.send(trialReq{method: "POST", target: target})
-			t.Logf("POST %s -> %d, reached: %v", target, resp.status, len(e.since(n)) > 0)
+			resp, got := e.sendRecorded(trialReq{method: "POST", target: target})
+			t.Logf("POST %s -> %d, reached: %v", target, resp.status, len(got) > 0)
 		}
 	})
 	// Non-canonical spellings that lead to a proxy are refused anyway.
@@ -390,9 +390,8 @@ func TestTrialKubeletPortProxies(t *testing.T) {
 	t.Run("ReadEndpointCase", func(t *testing.T) {
 		for _, rest := range []string{"Metrics", "HEALTHZ", "containerlogs/ns/p/c", "Stats/summary"} {
 			r := trialReq{method: "GET", target: "/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/" + rest}
-			n := e.count()
-			resp := e.send(r)
-			t.Logf("%s -> %d, reached API server: %v", r, resp.status, len(e.since(n)) > 0)
+			resp, got := e.sendRecorded(r)
+			t.Logf("%s -> %d, reached API server: %v", r, resp.status, len(got) > 0)
 		}
 	})
 }
@@ -551,9 +550,8 @@ func TestTrialHosts(t *testing.T) {
 			{method: "POST", target: target, headers: []string{"Origin: http://user@localhost"}},
 			{method: "POST", target: target, headers: []string{"Origin: http://localhost@evil.example"}},
 		} {
-			n := e.count()
-			resp := e.send(r)
-			t.Logf("%s -> %d %v, reached: %v", r, resp.status, resp.err, len(e.since(n)) > 0)
+			resp, got := e.sendRecorded(r)
+			t.Logf("%s -> %d %v, reached: %v", r, resp.status, resp.err, len(got) > 0)
 		}
 	})
 }
@@ -633,9 +631,8 @@ func TestTrialSourceHeaders(t *testing.T) {
 		}
 		// a watch, resumed by kretry or not, carries the same
 		r := trialReq{method: "GET", target: "/api/v1/namespaces/ns/configmaps?watch=1", headers: spoof}
-		n := e.count()
-		_ = e.send(r)
-		for _, rec := range e.since(n) {
+		_, got := e.sendRecorded(r)
+		for _, rec := range got {
 			check(t, rec, "watch")
 		}
 	})
@@ -929,10 +926,9 @@ func TestTrialExplore(t *testing.T) {
 		{method: "PRI", target: "*", proto: "HTTP/2.0"},
 		{method: "GET", target: "/api/v1/namespaces", headers: []string{"Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"}},
 	} {
-		n := e.count()
-		resp := e.send(r)
+		resp, records := e.sendRecorded(r)
 		var got []string
-		for _, rec := range e.since(n) {
+		for _, rec := range records {
 			got = append(got, rec.method+" "+rec.requestURI)
 		}
 		t.Logf("%s -> %d %v loc=%q reached=%q body=%q", r, resp.status, resp.err, resp.header.Get("Location"), got, outsideShort(resp.body))
@@ -979,9 +975,8 @@ func TestTrialStreamsAndWords(t *testing.T) {
 		{method: "GET", target: "http://" + e.addr + "/api/v1/nodes/n/proxy/metrics"},
 		{method: "POST", target: "/api/v1/nodes/n:9091/proxy/metrics/job/x"},
 	} {
-		n := e.count()
-		resp := e.send(r)
-		t.Logf("%s -> %d, reached: %v", r, resp.status, len(e.since(n)) > 0)
+		resp, got := e.sendRecorded(r)
+		t.Logf("%s -> %d, reached: %v", r, resp.status, len(got) > 0)
 	}
 }
 
