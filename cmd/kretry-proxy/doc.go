@@ -38,17 +38,27 @@
 //	--probe-address ADDR
 //	                    also serve /healthz and /metrics, and nothing else, on ADDR (e.g.
 //	                    :8081): the kubelet probes a pod's IP, not its loopback (default off)
-//	--accept-hosts RE   comma-separated regular expressions for the Host header's name
-//	                    (default: localhost, 127.0.0.1, ::1)
-//	--allow-upgrades    let through what runs a command or opens a tunnel: protocol
-//	                    upgrades, pods' exec, attach and portforward, and the kubelet's run,
-//	                    exec, attach, portForward and cri behind nodes/NAME/proxy/
+//	--accept-hosts RE   comma-separated regular expressions for the name in the Host and
+//	                    Origin headers, each matched against the whole name
+//	                    (default: localhost,127\.0\.0\.1,::1)
+//	--allow-upgrades    let through what is refused by default as something that runs a
+//	                    command or opens a tunnel: every protocol upgrade; pods' exec, attach
+//	                    and portforward; behind a node's proxy, and behind a pod's or a
+//	                    service's proxy to port 10250 or 10255, whatever is not one of the
+//	                    kubelet's read endpoints (its run, exec, attach, portForward, cri,
+//	                    checkpoint, debug); a path to a proxy or a pod's streams not in
+//	                    canonical form. CONNECT and TRACE stay refused
 //	--read-only         refuse every method but GET. With --allow-upgrades it is not
 //	                    read-only in effect: exec, attach and port-forward over WebSocket
 //	                    are GETs, and pass
 //	--retry-gets        retry GETs of single objects (and of /api/v1-style discovery) like
 //	                    LISTs (default true: a proxy's callers would rather wait than fail)
+//	--list-buffer-size QUANTITY
+//	                    the largest LIST body held whole so that a break can be retried
+//	                    (128Mi, kretry's default; at least 1Mi): size the memory limit with it
 //	--shutdown-timeout  how long requests in flight may take after SIGTERM/SIGINT (10s)
+//	--version           print the module version and exit
+//	--help, -h          print the flags and exit
 //
 // It prints "Starting to serve on ADDRESS:PORT" as `kubectl proxy` does and serves /healthz
 // and /metrics itself: Prometheus metrics, kretry's own from github.com/kretry/kretry/metrics
@@ -62,7 +72,8 @@
 // package proxy for why, and for the checks in front of it. Unlike `kubectl proxy`, it acts
 // with its own identity and nobody else's: a client's Authorization, Impersonate-* headers and
 // cookies are dropped (a kubeconfig's as: holds), and the kubelet's command endpoints behind
-// nodes/NAME/proxy/ are refused as pods' exec is.
+// nodes/NAME/proxy/, and behind a pod's or a service's proxy to the kubelet's port, are
+// refused as pods' exec is.
 //
 // This command is a module of its own, so that k8s.io/kubectl stays out of the library's
 // go.mod; from the repository root: go -C cmd/kretry-proxy run . (or run . --demo).

@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubectlproxy "k8s.io/kubectl/pkg/proxy"
 
 	"github.com/kretry/kretry/cmd/kretry-proxy/proxy"
 	"github.com/kretry/kretry/internal/demoserver"
@@ -45,7 +46,7 @@ type options struct {
 	probeAddress      string
 	port              int
 	address           string
-	acceptHosts       string
+	acceptHosts       hostPatterns
 	allowUpgrades     bool
 	readOnly          bool
 	retryGets         bool
@@ -55,10 +56,24 @@ type options struct {
 	printVersion      bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// usageHeader comes before the flags in --help.
+const usageHeader = `Usage: kretry-proxy [flags]
+
+Serves the Kubernetes API on http://127.0.0.1:8001, as kubectl proxy does, with kretry
+underneath: every LIST and WATCH through it is retried and resumed. It finds its cluster as
+kubectl does (--kubeconfig, $KUBECONFIG, ~/.kube/config, else the pod's service account),
+acts with its own identity only, and refuses what runs a command or opens a tunnel unless
+--allow-upgrades. More in docs/kretry-proxy.md (github.com/kretry/kretry).
+
+Flags:
+`
+
+// parseFlags reads the command line. --help (or -h) prints the usage on stdout and returns
+// flag.ErrHelp; other errors are returned, not printed.
+func parseFlags(args []string, stdout io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kretry-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run prints an error once; the usage only when asked for
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to serve (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
 	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current one)")
 	fs.StringVar(&o.serviceAccountDir, "service-account-dir", defaultServiceAccountDir, "in-cluster: where the pod's service account token and ca.crt are mounted")
@@ -66,17 +81,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.probeAddress, "probe-address", "", "also serve /healthz and /metrics (only) on this address, e.g. :8081, for the kubelet's probes (default: off)")
 	fs.IntVar(&o.port, "port", 8001, "port to serve on (0: a free one)")
 	fs.StringVar(&o.address, "address", "127.0.0.1", "loopback address to serve on")
-	fs.StringVar(&o.acceptHosts, "accept-hosts", proxy.DefaultAcceptHosts, "comma-separated regular expressions for accepted Host header names")
-	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, "let through what runs a command or opens a tunnel: protocol upgrades, pods' exec, attach and portforward, the kubelet's run, exec, attach, portForward and cri")
+	o.acceptHosts = hostPatterns{list: proxy.DefaultAcceptHosts}
+	fs.Var(&o.acceptHosts, "accept-hosts", "comma-separated regular `expressions` for the name in the Host and Origin headers,\neach matched against the whole name")
+	fs.BoolVar(&o.allowUpgrades, "allow-upgrades", false, allowUpgradesUsage)
 	fs.BoolVar(&o.readOnly, "read-only", false, "refuse every method but GET (with --allow-upgrades, exec, attach and port-forward over WebSocket are GETs and pass)")
 	fs.BoolVar(&o.retryGets, "retry-gets", true, "retry GETs of single objects (and of /api/v1-style discovery) like LISTs")
 	o.listBufferSize = defaultListBufferSize
-	fs.Var(&o.listBufferSize, "list-buffer-size", "the largest LIST body held whole in memory so that a break can be retried (custom resources, gzip, CBOR, tables; built-in kinds stream): bytes or a quantity such as 32Mi; size the container's memory limit with it")
+	fs.Var(&o.listBufferSize, "list-buffer-size", "the largest LIST body held whole in memory so that a break can be retried (custom\nresources, gzip, CBOR, tables; built-in kinds stream): bytes or a `quantity` such as 32Mi,\nat least 1Mi; size the container's memory limit with it")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long requests in flight may take to finish")
 	fs.Float64Var(&o.demoFaultRate, "demo-fault-rate", 0.2, "with --demo: fault scenarios per second per client")
 	fs.BoolVar(&o.printVersion, "version", false, "print the module version and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, usageHeader)
+		fs.PrintDefaults()
 		return o, err
+	} else if err != nil {
+		return o, fmt.Errorf("%w (kretry-proxy --help lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -88,6 +109,31 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--address %s is not a loopback address: the proxy lends its credentials to whoever connects", o.address)
 	}
 	return o, nil
+}
+
+// allowUpgradesUsage is what --allow-upgrades lets through, as docs/kretry-proxy.md lists it.
+const allowUpgradesUsage = "let through what is refused by default as something that runs a command or opens a tunnel:\n" +
+	"every protocol upgrade; pods' exec, attach and portforward; behind a node's proxy, and\n" +
+	"behind a pod's or a service's proxy to port 10250 or 10255, whatever is not one of the\n" +
+	"kubelet's read endpoints (its run, exec, attach, portForward, cri, checkpoint, debug);\n" +
+	"a path to a proxy or a pod's streams not in canonical form. CONNECT and TRACE stay refused"
+
+// hostPatterns is --accept-hosts: comma-separated regular expressions, each matched against a
+// whole name (proxy.ParseAcceptHosts). patterns is nil for the default.
+type hostPatterns struct {
+	list     string
+	patterns []*regexp.Regexp
+}
+
+func (h *hostPatterns) String() string { return h.list }
+
+func (h *hostPatterns) Set(value string) error {
+	patterns, err := proxy.ParseAcceptHosts(value)
+	if err != nil {
+		return err
+	}
+	h.list, h.patterns = value, patterns
+	return nil
 }
 
 // defaultListBufferSize is kretry's default (transport.Config.ListBufferSize), spelled out so
@@ -102,14 +148,24 @@ func (b *byteSize) String() string {
 	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
 }
 
+// maxByteSize is the largest size an int64 holds. resource.ParseQuantity caps a quantity with
+// a binary suffix (Ki to Ei) there, so such a quantity that reads as maxByteSize was at least
+// that large.
+var maxByteSize = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+
+// Set takes any quantity that is a whole number of bytes, at least 1Mi, within an int64:
+// 1.5Mi is 1572864 bytes, as in a container's memory limit.
 func (b *byteSize) Set(value string) error {
 	q, err := resource.ParseQuantity(value)
 	if err != nil {
 		return fmt.Errorf("%q is not a size: want bytes or a quantity such as 32Mi", value)
 	}
-	n, ok := q.AsInt64()
+	if over := q.Cmp(maxByteSize); over > 0 || over == 0 && q.Format == resource.BinarySI {
+		return fmt.Errorf("%q is too large: at most %d bytes", value, int64(math.MaxInt64))
+	}
+	n := q.Value() // rounded up: exact only where q is a whole number
 	switch {
-	case !ok || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0:
+	case q.Cmp(*resource.NewQuantity(n, resource.DecimalSI)) != 0:
 		return fmt.Errorf("%q is not a whole number of bytes", value)
 	case n < 1<<20:
 		return fmt.Errorf("%q is under 1Mi: a LIST body larger than that would stream unprotected", value)
@@ -130,8 +186,10 @@ func isLoopback(address string) bool {
 // run serves until ctx ends, then shuts down gracefully. ready, if set, receives the address
 // served on once it accepts connections (for tests).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) error {
-	o, err := parseFlags(args, stderr)
-	if err != nil {
+	o, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if o.printVersion {
@@ -143,13 +201,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return err
 	}
 	defer closeTarget()
-	hosts, err := kubectlproxy.MakeRegexpArray(o.acceptHosts)
-	if err != nil {
-		return fmt.Errorf("--accept-hosts: %w", err)
-	}
 	srv, err := proxy.New(c.config, proxy.Options{
 		TokenFile:     c.tokenFile,
-		AcceptHosts:   hosts,
+		AcceptHosts:   o.acceptHosts.patterns,
 		AllowUpgrades: o.allowUpgrades,
 		ReadOnly:      o.readOnly,
 		Transport:     transport.Config{RetryGets: o.retryGets, ListBufferSize: int64(o.listBufferSize)},

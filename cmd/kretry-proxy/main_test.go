@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,6 +40,14 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--list-buffer-size", "1.5"}, wantErr: "not a whole number of bytes"},
 		{args: []string{"--list-buffer-size", "512Ki"}, wantErr: "under 1Mi"},
 		{args: []string{"--list-buffer-size", "-64Mi"}, wantErr: "under 1Mi"},
+		{args: []string{"--list-buffer-size", "1048576.5"}, wantErr: "not a whole number of bytes"},
+		{args: []string{"--list-buffer-size", "1.0000000001Mi"}, wantErr: "not a whole number of bytes"},
+		{args: []string{"--list-buffer-size", "8Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "9Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "100Ei"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "9223372036854775808"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "1e19"}, wantErr: "too large"},
+		{args: []string{"--list-buffer-size", "10E"}, wantErr: "too large"},
 	}
 	for _, tc := range tests {
 		_, err := parseFlags(tc.args, io.Discard)
@@ -51,10 +60,15 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// TestListBufferSizeFlag: --list-buffer-size reads a quantity as a memory limit is written,
-// and its default is kretry's.
+// TestListBufferSizeFlag: --list-buffer-size reads a quantity as a memory limit is written
+// (1.5Mi is a whole number of bytes, as is an int64's largest), and its default is kretry's.
 func TestListBufferSizeFlag(t *testing.T) {
-	for value, want := range map[string]int64{"": 128 << 20, "32Mi": 32 << 20, "64M": 64_000_000, "2097152": 2 << 20, "1Gi": 1 << 30} {
+	for value, want := range map[string]int64{
+		"": 128 << 20, "32Mi": 32 << 20, "64M": 64_000_000, "2097152": 2 << 20, "1Gi": 1 << 30,
+		// a fraction of a unit that is a whole number of bytes, as in a memory limit
+		"1.5Mi": 3 << 19, "1.25Mi": 5 << 18, "1.5Gi": 3 << 29, "2.5M": 2_500_000, "1e7": 10_000_000,
+		"7Ei": 7 << 60, "9223372036854775807": math.MaxInt64,
+	} {
 		args := []string{}
 		if value != "" {
 			args = append(args, "--list-buffer-size", value)
@@ -72,6 +86,89 @@ func TestListBufferSizeFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"--help"}, &help); !strings.Contains(help.String(), "(default 128Mi)") {
 		t.Errorf("--help (%v) does not give the default as 128Mi:\n%s", err, help.String())
 	}
+}
+
+// TestHelp: --help and -h print the usage on stdout, and run returns no error (the command
+// exits 0).
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{arg}, &stdout, &stderr, nil); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		if !strings.HasPrefix(stdout.String(), "Usage: kretry-proxy") || !strings.Contains(stdout.String(), "-allow-upgrades") {
+			t.Errorf("%s: stdout %q, want the usage", arg, stdout.String())
+		}
+		if stderr.Len() > 0 {
+			t.Errorf("%s: stderr %q", arg, stderr.String())
+		}
+	}
+	if _, err := parseFlags([]string{"--no-such-flag"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--help lists the flags") {
+		t.Errorf("an unknown flag: %v, want an error that points at --help", err)
+	}
+}
+
+// TestHelpAndDocsAgree: --help and the flag table of docs/kretry-proxy.md say the same about
+// what --allow-upgrades lets through, the --accept-hosts default and --list-buffer-size's least
+// value.
+func TestHelpAndDocsAgree(t *testing.T) {
+	var help bytes.Buffer
+	parseFlags([]string{"--help"}, &help)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kretry-proxy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, phrases := range map[string][]string{
+		"--allow-upgrades": {"every protocol upgrade", "pods' exec, attach and portforward", "behind a node's proxy",
+			"behind a pod's or a service's proxy to port 10250 or 10255", "whatever is not one of the kubelet's read endpoints",
+			"run, exec, attach, portforward, cri, checkpoint, debug", "not in canonical form", "connect and trace stay refused"},
+		"--accept-hosts":     {`localhost,127\.0\.0\.1,::1`, "matched against the whole name", "host and origin"},
+		"--list-buffer-size": {"128mi", "at least 1mi"},
+	} {
+		usage := flagUsage(t, help.String(), flag)
+		row := docsFlagRow(t, string(doc), flag)
+		for _, phrase := range phrases {
+			if !strings.Contains(usage, phrase) {
+				t.Errorf("--help on %s does not say %q:\n%s", flag, phrase, usage)
+			}
+			if !strings.Contains(row, phrase) {
+				t.Errorf("the docs' flag table on %s does not say %q:\n%s", flag, phrase, row)
+			}
+		}
+	}
+}
+
+// flagUsage is what --help prints for flag, its default included, normalised by plain.
+func flagUsage(t *testing.T, help, flag string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(help, "\n  "+flag[1:]+" ")
+	if !ok {
+		_, after, ok = strings.Cut(help, "\n  "+flag[1:]+"\n")
+	}
+	if !ok {
+		t.Fatalf("--help has no %s:\n%s", flag, help)
+	}
+	if end := strings.Index(after, "\n  -"); end >= 0 {
+		after = after[:end]
+	}
+	return plain(after)
+}
+
+// docsFlagRow is the row of docs/kretry-proxy.md's flag table for flag, normalised by plain.
+func docsFlagRow(t *testing.T, doc, flag string) string {
+	t.Helper()
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "| `"+flag+"` |") {
+			return plain(line)
+		}
+	}
+	t.Fatalf("docs/kretry-proxy.md's flag table has no row for %s", flag)
+	return ""
+}
+
+// plain is s in lower case, without backquotes, its white space folded.
+func plain(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(strings.ReplaceAll(s, "`", "")), " "))
 }
 
 // syncBuffer is an io.Writer safe for the command and the test at once.

@@ -189,9 +189,43 @@ type outsideReq struct {
 	host    string   // Host header; the proxy's own address when empty
 }
 
+// String is how a failure names the request: its method, target, header lines and Host.
+func (r outsideReq) String() string {
+	s := r.method + " " + r.target
+	if len(r.headers) > 0 {
+		s += fmt.Sprintf(" %q", r.headers)
+	}
+	if r.host != "" {
+		s += " Host: " + r.host
+	}
+	return s
+}
+
 type outsideResp struct {
 	status int
 	body   string
+}
+
+// writeHeadersAndBody ends a request written by hand: its header lines, "Connection: close"
+// unless they set a Connection of their own, the blank line, and a small JSON body for a
+// method that carries one.
+func writeHeadersAndBody(b *strings.Builder, method string, headers []string) {
+	hasConnection := false
+	for _, h := range headers {
+		if strings.HasPrefix(strings.ToLower(h), "connection:") {
+			hasConnection = true
+		}
+		b.WriteString(h + "\r\n")
+	}
+	if !hasConnection {
+		b.WriteString("Connection: close\r\n")
+	}
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		b.WriteString("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	default:
+		b.WriteString("\r\n")
+	}
 }
 
 // outsideSend writes the request by hand on a fresh connection and reads the response head (and,
@@ -210,22 +244,7 @@ func outsideSend(t *testing.T, addr, id string, r outsideReq) outsideResp {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n", r.method, r.target, host, outsideCaseHeader, id)
-	hasConnection := false
-	for _, h := range r.headers {
-		if strings.HasPrefix(strings.ToLower(h), "connection:") {
-			hasConnection = true
-		}
-		b.WriteString(h + "\r\n")
-	}
-	if !hasConnection {
-		b.WriteString("Connection: close\r\n")
-	}
-	switch r.method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		b.WriteString("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-	default:
-		b.WriteString("\r\n")
-	}
+	writeHeadersAndBody(&b, r.method, r.headers)
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -261,15 +280,15 @@ func (e *outsideEnv) refused(t *testing.T, r outsideReq) {
 	id := e.id(t)
 	resp := outsideSend(t, e.addr, id, r)
 	if got := e.api.reached(id); len(got) > 0 {
-		t.Errorf("%s %s %v: reached the API server as %s %s (proxy answered %d); want refused", r.method, r.target, r.headers, got[0].method, got[0].requestURI, resp.status)
+		t.Errorf("%s: reached the API server as %s %s (proxy answered %d); want refused", r, got[0].method, got[0].requestURI, resp.status)
 		return
 	}
 	if resp.status < 400 || resp.status >= 500 {
-		t.Errorf("%s %s %v: proxy answered %d %q; want a 4xx refusal", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: proxy answered %d %q; want a 4xx refusal", r, resp.status, outsideShort(resp.body))
 		return
 	}
 	if !strings.Contains(resp.body, `"kind":"Status"`) {
-		t.Errorf("%s %s %v: refused with %d but the body is not a Status: %q", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: refused with %d but the body is not a Status: %q", r, resp.status, outsideShort(resp.body))
 	}
 }
 
@@ -281,7 +300,7 @@ func (e *outsideEnv) passed(t *testing.T, r outsideReq) []outsideRecord {
 	resp := outsideSend(t, e.addr, id, r)
 	got := e.api.reached(id)
 	if len(got) == 0 {
-		t.Errorf("%s %s %v: never reached the API server (proxy answered %d %q); a legitimate request must pass", r.method, r.target, r.headers, resp.status, outsideShort(resp.body))
+		t.Errorf("%s: never reached the API server (proxy answered %d %q); a legitimate request must pass", r, resp.status, outsideShort(resp.body))
 		return nil
 	}
 	if got[0].method != r.method {
@@ -418,6 +437,47 @@ func outsidePodCommandTargets() []string {
 	return out
 }
 
+// outsideKubeletPortTargets spells requests that a pod's or a service's proxy would carry to a
+// kubelet's port (10250, or the read-only 10255) and that are not the kubelet's reads: a
+// hostNetwork pod's IP is its node's, and a Service such as kube-system/kubelet points at every
+// node's 10250.
+func outsideKubeletPortTargets() []outsideReq {
+	var out []outsideReq
+	kubelet := []outsideReq{
+		{method: http.MethodPost, target: "run/ns/p/c?cmd=id"},
+		{method: http.MethodPost, target: "run/ns/p/uid/c?cmd=id"},
+		{method: http.MethodPost, target: "exec/ns/p/c?command=id&output=1"},
+		{method: http.MethodPost, target: "attach/ns/p/c?output=1"},
+		{method: http.MethodPost, target: "portForward/ns/p"},
+		{method: http.MethodPost, target: "cri/exec/token"},
+		{method: http.MethodPost, target: "checkpoint/ns/p/c"},
+		{method: http.MethodPut, target: "debug/flags/v"},
+		{method: http.MethodGet, target: "debug/pprof/profile"},
+		{method: http.MethodGet, target: "no-such-endpoint"},
+		{method: http.MethodPost, target: "RUN/ns/p/c?cmd=id"},
+	}
+	proxies := []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:010250/proxy/",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/",
+		"/api/v1/namespaces/kube-system/services/kubelet:10250/proxy/",
+		"/api/v1/namespaces/kube-system/services/http:kubelet:10255/proxy/",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:+10250/proxy/",
+		"/api/v1/namespaces/kube-system/Services/HTTPS:kubelet:10250/Proxy/",
+		"/api/v1/namespaces/pods/pods/services:10250/proxy/",
+		"/api/v1/proxy/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/",
+	}
+	for _, p := range proxies {
+		for _, k := range kubelet {
+			out = append(out, outsideReq{method: k.method, target: p + k.target})
+		}
+	}
+	return out
+}
+
 func TestOutsideGuard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the kretry-proxy binary")
@@ -445,6 +505,32 @@ func TestOutsideGuard(t *testing.T) {
 			for _, m := range []string{http.MethodPost, http.MethodGet} {
 				env.refused(t, outsideReq{method: m, target: target})
 			}
+		}
+	})
+
+	// A pod's or a service's proxy to a kubelet's port, named by number, whatever the scheme:
+	// judged as the node proxy is, only the kubelet's read endpoints pass.
+	t.Run("KubeletPortProxiesRefused", func(t *testing.T) {
+		for _, r := range outsideKubeletPortTargets() {
+			env.refused(t, r)
+		}
+	})
+
+	// The kubelet's reads through a pod's or a service's proxy to its port pass, and so does
+	// everything through a proxy to any other port (an application's own /run).
+	t.Run("KubeletPortProxiesReadsAndOtherPortsPass", func(t *testing.T) {
+		for _, r := range []outsideReq{
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/metrics"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/stats/summary"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/pods"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/metrics/cadvisor"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/pods/web:8080/proxy/run/job"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/pods/https:web:102500/proxy/run"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/services/https:web:443/proxy/exec"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/services/web:1025/proxy/debug/pprof/"},
+		} {
+			env.passed(t, r)
 		}
 	})
 
@@ -595,6 +681,43 @@ func TestOutsideGuard(t *testing.T) {
 		}
 	})
 
+	// The API server takes its audit's sourceIPs from X-Forwarded-For and X-Real-Ip: a client's
+	// own never reach it, and X-Forwarded-For is the one the proxy sets, the client's loopback
+	// address; nor does any other X-Forwarded-* or Forwarded header.
+	t.Run("SourceHeadersDropped", func(t *testing.T) {
+		for _, r := range []outsideReq{
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods"},
+			{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods?watch=true"},
+			{method: http.MethodPost, target: "/api/v1/namespaces/ns/configmaps"},
+		} {
+			r.headers = outsideSourceHeaders
+			for _, rec := range env.passed(t, r) {
+				outsideCheckSource(t, r, rec)
+			}
+		}
+	})
+
+	// --accept-hosts as the flag table spells its default, and as a user spells loopback names,
+	// is matched whole: a name that only contains an accepted one is refused, in Host and Origin.
+	t.Run("AcceptHostsMatchedWhole", func(t *testing.T) {
+		for _, flagValue := range []string{outsideDocumentedDefault(t, "--accept-hosts"), "localhost,127.0.0.1,::1", "localhost, 127.0.0.1, ::1", "localhost"} {
+			t.Run(flagValue, func(t *testing.T) {
+				hosts := &outsideEnv{api: api, addr: outsideStartProxy(t, bin, kubeconfig, "--accept-hosts="+flagValue)}
+				for _, foreign := range []string{"localhost.evil.example", "127.0.0.1.evil.example", "evil-localhost.example", "xlocalhost", "localhostx", "::1.evil.example", "::10"} {
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: foreign})
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: foreign + ":8001"})
+					hosts.refused(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", headers: []string{"Origin: http://" + foreign}})
+				}
+				hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "localhost:8001"})
+				hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "localhost", headers: []string{"Origin: http://localhost:3000"}})
+				if flagValue != "localhost" {
+					hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "127.0.0.1:8001"})
+					hosts.passed(t, outsideReq{method: http.MethodGet, target: "/api/v1/namespaces", host: "[::1]:8001"})
+				}
+			})
+		}
+	})
+
 	// DESIGN: a kubelet's metrics and stats stay reachable (and the read endpoints listed by
 	// name pass); reads and watches of kubectl, the Python client and client-node are never
 	// refused, whatever their namespaces and objects are called; writes pass through.
@@ -671,5 +794,95 @@ func TestOutsideGuard(t *testing.T) {
 		} {
 			allow.passed(t, outsideReq{method: http.MethodPost, target: target})
 		}
+		allow.passed(t, outsideReq{method: http.MethodPost, target: "/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id"})
+
+		// An upgrade: a bearer token in Sec-WebSocket-Protocol (client-go's and browsers' way
+		// to send one over WebSocket) never reaches the API server, the other protocols do;
+		// the source headers are the proxy's on this path too.
+		for _, protocols := range []string{
+			"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.Y2xpZW50LXRva2Vu, v4.channel.k8s.io",
+			"base64url.bearer.authorization.k8s.io.Y2xpZW50LXRva2Vu,v5.channel.k8s.io",
+		} {
+			r := outsideReq{method: http.MethodGet, target: "/api/v1/namespaces/ns/pods/p/exec?command=id&stdout=1", headers: append([]string{
+				"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+				"Sec-WebSocket-Protocol: " + protocols,
+				"Sec-WebSocket-Protocol: Base64url.Bearer.Authorization.k8s.io.b3RoZXI",
+			}, outsideSourceHeaders...)}
+			// The fake API server answers 200, not 101, and the proxy then answers 500: what
+			// reached the API server is what counts here.
+			id := allow.id(t)
+			resp := outsideSend(t, allow.addr, id, r)
+			reached := api.reached(id)
+			if len(reached) == 0 {
+				t.Errorf("%s: never reached the API server (proxy answered %d %q)", r, resp.status, outsideShort(resp.body))
+			}
+			for _, rec := range reached {
+				got := strings.Join(rec.header.Values("Sec-WebSocket-Protocol"), ",")
+				if strings.Contains(strings.ToLower(got), "bearer") {
+					t.Errorf("upgrade: Sec-WebSocket-Protocol %q reached the API server", got)
+				}
+				for _, want := range []string{"v5.channel.k8s.io"} {
+					if !strings.Contains(got, want) {
+						t.Errorf("upgrade: Sec-WebSocket-Protocol %q at the API server lost %s", got, want)
+					}
+				}
+				outsideCheckSource(t, r, rec)
+			}
+		}
 	})
+}
+
+// outsideSourceHeaders claim another source for a request: the API server's audit reads
+// X-Forwarded-For and X-Real-Ip for sourceIPs; the rest are a reverse proxy's to set.
+var outsideSourceHeaders = []string{
+	"X-Forwarded-For: 203.0.113.7",
+	"x-forwarded-for: 198.51.100.9",
+	"X-Real-Ip: 203.0.113.7",
+	"Forwarded: for=203.0.113.7;proto=https",
+	"X-Forwarded-Host: kubernetes.default",
+	"X-Forwarded-Proto: https",
+	"X-Forwarded-Port: 443",
+	"X-Forwarded-Uri: /api",
+}
+
+// outsideCheckSource fails unless the only source header rec carries is the proxy's
+// X-Forwarded-For with the client's loopback address.
+func outsideCheckSource(t *testing.T, r outsideReq, rec outsideRecord) {
+	t.Helper()
+	for name, values := range rec.header {
+		lower := strings.ToLower(name)
+		if lower == "x-forwarded-for" {
+			if strings.Join(values, ", ") != "127.0.0.1" {
+				t.Errorf("%s %s: X-Forwarded-For %q reached the API server, want the proxy's own, 127.0.0.1", r.method, r.target, values)
+			}
+			continue
+		}
+		if lower == "forwarded" || lower == "x-real-ip" || strings.HasPrefix(lower, "x-forwarded-") {
+			t.Errorf("%s %s: %s: %q reached the API server", r.method, r.target, name, values)
+		}
+	}
+}
+
+// outsideDocumentedDefault is the default docs/kretry-proxy.md's flag table gives flag, as
+// spelt there (between backquotes).
+func outsideDocumentedDefault(t *testing.T, flag string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kretry-proxy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.TrimSpace(cells[1]) != "`"+flag+"`" {
+			continue
+		}
+		value := strings.TrimSpace(cells[2])
+		if len(value) < 2 || value[0] != '`' || value[len(value)-1] != '`' || strings.Count(value, "`") != 2 {
+			t.Errorf("the flag table's default for %s is %s, not one value between backquotes: a user cannot copy it", flag, value)
+			return strings.ReplaceAll(value, "`", "")
+		}
+		return value[1 : len(value)-1]
+	}
+	t.Fatalf("docs/kretry-proxy.md has no row for %s in its flag table", flag)
+	return ""
 }

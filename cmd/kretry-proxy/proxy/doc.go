@@ -25,7 +25,11 @@
 //     cookies and X-Remote-* front-proxy identity headers are dropped (client-go's
 //     impersonation leaves a request that already names a user alone, so a kubeconfig's as:
 //     would not hold otherwise; the API server believes X-Remote-* from a front-proxy client
-//     certificate, which the proxy's credential may be).
+//     certificate, which the proxy's credential may be), and so is a bearer token among the
+//     WebSocket subprotocols of an upgrade (the others are kept).
+//   - A client names no other source: its X-Forwarded-*, Forwarded and X-Real-Ip headers are
+//     dropped (the API server's audit reads its sourceIPs from X-Forwarded-For and
+//     X-Real-Ip), and the handler behind sets X-Forwarded-For to the client's address.
 //   - With Options.TokenFile (a pod's service-account token) or a rest.Config's
 //     BearerTokenFile, the token is read again as soon as the file changes (one stat per
 //     request), beneath kretry: retries and resumed watches carry the token of the moment.
@@ -42,7 +46,11 @@
 //     attach and portforward, and behind nodes/NAME/proxy/ whatever is not one of the
 //     kubelet's read endpoints, listed by name from its routes (metrics, stats, healthz,
 //     pods, configz, containerLogs, ...; run, exec, attach, portForward, cri, checkpoint
-//     and debug are not). The path is read as kube-apiserver reads it, by its own parser
+//     and debug are not). A pod's or a service's proxy to a kubelet's port, 10250 or 10255
+//     by number, whatever the scheme (pods/https:NAME:10250/proxy/, pods/ws:NAME:10250/proxy/,
+//     which kube-apiserver would answer 400), is judged the same: a hostNetwork pod's IP
+//     is its node's, and a Service may have the nodes as endpoints. A port named or left out
+//     cannot be told apart, and passes. The path is read as kube-apiserver reads it, by its own parser
 //     (k8s.io/apiserver's RequestInfoFactory), as spelt and in lower case. A path that is
 //     not in canonical form (an encoded /, . or %, an empty or dot segment) is refused
 //     where any reading of it leads to a proxy or a pod's streams: the kubelet decodes what
@@ -53,10 +61,11 @@
 // Server.ProbeHandler serves /healthz and /metrics alone, without the checks, for an address
 // the kubelet's probes reach.
 //
-// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself; the API
-// server's own /healthz and /metrics are not reachable through it (its /livez and /readyz
-// are). /metrics serves one Prometheus registry of the proxy's own (client_golang's promhttp)
-// holding two sets of metrics:
+// The proxy answers /healthz (200 "ok", 503 while shutting down) and /metrics itself, those
+// two paths exactly: the API server's own /healthz and /metrics are not reachable through it,
+// and every other path goes to the API server, its /livez and /readyz, /healthz/etcd and the
+// other /healthz/ checks, /metrics/ and /Metrics among them. /metrics serves one Prometheus
+// registry of the proxy's own (client_golang's promhttp) holding two sets of metrics:
 //   - kretry's, from package github.com/kretry/kretry/metrics, whose Observer is set in the
 //     transport.Config the proxy wraps its API transport with (joined with
 //     Options.Transport.Observer, if any): kretry_requests_total{verb,outcome},

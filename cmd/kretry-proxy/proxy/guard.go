@@ -3,10 +3,10 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +49,13 @@ var kubeletReadEndpoints = map[string]bool{
 	"statusz":       true,
 	"flagz":         true,
 }
+
+// kubeletPorts are the kubelet's ports: its API (10250), where it runs commands, and its
+// read-only port (10255). A pod's or a service's proxy to one of them, by number, reaches a
+// kubelet where the pod is on its node's network or the service's endpoints are nodes (a
+// monitoring Service such as kube-system/kubelet), so it is judged as the node proxy is. A
+// port named, or left out (a pod's first declared port), cannot be told apart.
+var kubeletPorts = map[int64]bool{10250: true, 10255: true}
 
 // apiRequests reads a request path as kube-apiserver does (its WithRequestInfo filter, whose
 // result its authorization and its connect handlers, the node proxy's among them, act on).
@@ -106,29 +113,12 @@ func (s *Server) refusal(r *http.Request) (reason string, code int, message stri
 	return "", 0, ""
 }
 
-func (s *Server) acceptHost(host string) bool {
-	for _, re := range s.opts.AcceptHosts {
-		if re.MatchString(host) {
-			return true
-		}
-	}
-	return false
-}
-
-// hostOf is the host of a Host header value, without port or IPv6 brackets:
-// "localhost:8001" → "localhost", "[::1]:8001" and "[::1]" → "::1".
-func hostOf(hostport string) string {
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		return host
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
-}
-
 // pathRefusal says why a request for u must not reach the API server unless
 // Options.AllowUpgrades, or is "". It reads the path as kube-apiserver does, and in lower case
 // too (refusing more spellings costs nothing), and refuses a pod's exec, attach and
-// portforward, and behind nodes/NAME/proxy/ whatever is not one of the kubelet's read
-// endpoints, by their exact names. A path that is not in canonical form is refused first
+// portforward, and behind a kubelet's proxy (nodes/NAME/proxy/, or a pod's or a service's
+// proxy to a kubelet's port) whatever is not one of the kubelet's read endpoints, by their
+// exact names. A path that is not in canonical form is refused first
 // wherever any reading of it leads to a proxy subresource or a pod's streams: the node proxy
 // hands what follows proxy/ to the kubelet, which routes it after decoding it once more, and
 // a canonical path is one whose every reading agrees with the API server's.
@@ -155,7 +145,7 @@ func pathRefusal(u *url.URL) string {
 			endpoint = segments[len(segments)-len(info.Parts)+at]
 		}
 		if !kubeletReadEndpoints[endpoint] {
-			return fmt.Sprintf("kretry-proxy: nodes/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", endpoint)
+			return fmt.Sprintf("kretry-proxy: %s/%s/proxy/%s is not one of the kubelet's read endpoints: refused (start it with --allow-upgrades)", info.Resource, info.Parts[1], endpoint)
 		}
 	}
 	return ""
@@ -198,20 +188,42 @@ func streamTarget(info *apirequest.RequestInfo) string {
 	return ""
 }
 
-// kubeletEndpointAt is where in info.Parts the first segment of what the node proxy hands
-// the kubelet is (at most len(info.Parts): none, the kubelet's root), for
-// nodes/NAME/proxy/... (NAME may carry a scheme and a port: https:n:10250) and the legacy
-// /api/v1/proxy/nodes/NAME/... form; ok is false for any other request.
+// kubeletEndpointAt is where in info.Parts the first segment of what a proxy hands a kubelet
+// is (at most len(info.Parts): none, the kubelet's root), for nodes/NAME/proxy/... (NAME may
+// carry a scheme and a port: https:n:10250), for pods/NAME/proxy/... and
+// services/NAME/proxy/... whose NAME names a kubelet's port, and for their legacy
+// /api/v1/proxy/... forms; ok is false for any other request.
 func kubeletEndpointAt(info *apirequest.RequestInfo) (at int, ok bool) {
 	switch {
-	case info.Resource != "nodes":
+	case info.Resource == "nodes":
+	case info.Resource == "pods" || info.Resource == "services":
+		if len(info.Parts) < 2 || !namesKubeletPort(info.Parts[1]) {
+			return 0, false
+		}
+	default:
 		return 0, false
+	}
+	switch {
 	case info.Verb == "proxy":
-		return 2, true // nodes, NAME, endpoint
+		return 2, true // RESOURCE, NAME, endpoint
 	case info.Subresource == "proxy":
-		return 3, true // nodes, NAME, proxy, endpoint
+		return 3, true // RESOURCE, NAME, proxy, endpoint
 	}
 	return 0, false
+}
+
+// namesKubeletPort says whether a pod's or a service's proxy name names one of kubeletPorts by
+// number (as a service's proxy reads one, strconv.ParseInt: "010250" and "+10250" are 10250
+// too), whatever its scheme. kube-apiserver reads [scheme:]name[:port], so a port, where there
+// is one, is what follows the last colon; a scheme it does not take (ws:, HTTPS:, a fourth
+// part) gets a 400 from it, which the guard does not count on: deny by default.
+func namesKubeletPort(name string) bool {
+	colon := strings.LastIndexByte(name, ':')
+	if colon < 0 {
+		return false // no port: a pod's first declared one, a service's only one
+	}
+	number, err := strconv.ParseInt(name[colon+1:], 10, 64)
+	return err == nil && kubeletPorts[number]
 }
 
 // canonical says whether u's path means the same to every reader: no percent-encoded /, .
@@ -271,19 +283,55 @@ func readings(decodedPath string) []string {
 }
 
 // dropClientIdentity removes from h everything by which a client could act as someone
-// else: its Authorization, its Impersonate-* headers (client-go's impersonation round tripper
-// leaves a request that already names a user alone, so the kubeconfig's as: would not hold),
-// its cookies, and the front-proxy identity headers X-Remote-* (User, Group, Uid, Extra-*, the
-// API server's --requestheader-* defaults: it believes them from a front-proxy client
-// certificate, which the proxy's own credential may be). The proxy's own credentials and
-// impersonation are added below.
+// else or claim another source: its Authorization, its Impersonate-* headers (client-go's
+// impersonation round tripper leaves a request that already names a user alone, so the
+// kubeconfig's as: would not hold), its cookies, the front-proxy identity headers X-Remote-*
+// (User, Group, Uid, Extra-*, the API server's --requestheader-* defaults: it believes them
+// from a front-proxy client certificate, which the proxy's own credential may be), a bearer
+// token among its WebSocket subprotocols, and the source headers a reverse proxy sets:
+// X-Forwarded-* and Forwarded, and X-Real-Ip (the API server's audit takes its sourceIPs from
+// X-Forwarded-For and X-Real-Ip). The proxy's own credentials and impersonation are added
+// below, and the handler behind sets X-Forwarded-For to the client's own address.
 func dropClientIdentity(h http.Header) {
-	for name := range h {
+	for name, values := range h {
 		lower := strings.ToLower(name)
-		if lower == "authorization" || lower == "cookie" || strings.HasPrefix(lower, "impersonate-") || strings.HasPrefix(lower, "x-remote-") {
+		switch {
+		case lower == "authorization", lower == "cookie", lower == "forwarded", lower == "x-real-ip",
+			strings.HasPrefix(lower, "impersonate-"), strings.HasPrefix(lower, "x-remote-"), strings.HasPrefix(lower, "x-forwarded-"):
 			delete(h, name)
+		case lower == "sec-websocket-protocol":
+			if kept := withoutBearerProtocol(values); len(kept) > 0 {
+				h[name] = kept
+			} else {
+				delete(h, name)
+			}
 		}
 	}
+}
+
+// bearerProtocolPrefix starts a WebSocket subprotocol that carries a bearer token, which
+// kube-apiserver's authenticator takes as credentials (a browser cannot set Authorization on
+// a WebSocket, so client-go and client-node send the token this way).
+const bearerProtocolPrefix = "base64url.bearer.authorization.k8s.io."
+
+// withoutBearerProtocol is a Sec-WebSocket-Protocol header's values without the protocols
+// that carry a bearer token, in any case (the API server's prefix is matched exactly; refusing
+// more spellings costs nothing); a value left with none is dropped.
+func withoutBearerProtocol(values []string) []string {
+	var kept []string
+	for _, value := range values {
+		var protocols []string
+		for _, protocol := range strings.Split(value, ",") {
+			protocol = strings.TrimSpace(protocol)
+			if protocol != "" && !strings.HasPrefix(strings.ToLower(protocol), bearerProtocolPrefix) {
+				protocols = append(protocols, protocol)
+			}
+		}
+		if len(protocols) > 0 {
+			kept = append(kept, strings.Join(protocols, ", "))
+		}
+	}
+	return kept
 }
 
 // writeStatus answers with a metav1.Status, which kubectl, the Python client and client-node

@@ -17,12 +17,14 @@ import (
 )
 
 // FuzzGuard sends request targets through the whole Server, default options, and follows
-// every request that reaches the API server as kube-apiserver, its node proxy and then the
-// kubelet would read it: it fails when one reaches a pod's exec, attach or portforward, a
-// kubelet endpoint that runs a command or opens a stream, or a proxy by a path that means
-// something else once decoded again. Its two inputs are a program that builds a target from
-// the words and spellings such attacks are made of (see buildTarget) and a target taken as
-// it is.
+// every request that reaches the API server as kube-apiserver, its node, pod and service
+// proxies and then the kubelet would read it: it fails when one reaches a pod's exec, attach
+// or portforward, a kubelet endpoint that runs a command or opens a stream (through a node's
+// proxy, or a pod's or a service's proxy to a kubelet's port), or a proxy by a path that
+// means something else once decoded again. Its two inputs are a program that builds a target
+// from the words and spellings such attacks are made of (see buildTarget) and a string taken
+// as it is: as a target, then as a Host header and as an Origin, which must be refused
+// unless they name a loopback host.
 func FuzzGuard(f *testing.F) {
 	for _, seed := range []string{
 		"/api/v1/nodes/node-1/proxy/run/ns/p/x%252F..%252F..%252F..%252F../c?cmd=id",
@@ -35,6 +37,17 @@ func FuzzGuard(f *testing.F) {
 		"/api/v1/nodes/n/proxy/metrics/cadvisor",
 		"/api/v1/namespaces/ns/pods/p:8080/proxy/a%2Fb",
 		"/api/v1/namespaces/ns/configmaps?watch=1",
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/attach/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/kubelet:+010255/proxy/debug/flags/v",
+		"/api/v1/proxy/namespaces/ns/pods/p:10250/checkpoint/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/proxy/namespaces/kube-system/services/tcp:kubelet:10255/run/ns/p/c",
+		"localhost.evil.example",
+		"127.0.0.1.evil.example:8001",
+		"[::1]:8001",
+		"http://localhost:3000",
+		"http://evil-localhost.example",
 	} {
 		f.Add([]byte{}, seed)
 	}
@@ -44,13 +57,20 @@ func FuzzGuard(f *testing.F) {
 	f.Add([]byte{1, 0, 7, 0, 0, 9, 6, 0, 10, 0, 0, 25, 0, 5, 18, 0, 5, 11, 0, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
 	f.Add([]byte{1, 0, 7, 0, 0, 9, 0, 0, 10, 0, 0, 11, 0, 0, 4, 0, 0, 6, 0, 0, 38, 0, 5, 18, 0, 5, 18, 0, 5, 18, 0, 5, 18, 0, 0, 36, 0}, "")
 	f.Add([]byte{1, 2, 7, 0, 0, 9, 0, 0, 11, 3, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
+	// A pod's and a service's proxy to a kubelet's port: namespaces/ns/pods/https:p:10250/proxy/run/...
+	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 5, 0, 0, 6, 7, 0, 10, 0, 0, 11, 0, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
+	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 20, 0, 0, 21, 12, 0, 10, 0, 0, 13, 0, 0, 36, 0}, "")
+	// ... with a scheme kube-apiserver does not take: namespaces/ns/pods/ws:p:10250/proxy/run/...
+	f.Add([]byte{1, 0, 3, 0, 0, 4, 0, 0, 5, 0, 0, 6, 14, 0, 10, 0, 0, 11, 0, 0, 4, 0, 0, 6, 0, 0, 36, 0}, "")
 
 	srv, seen := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, program []byte, raw string) {
 		for _, req := range []string{buildTarget(program), "GET " + raw} {
 			method, target, _ := strings.Cut(req, " ")
-			checkGuard(t, srv, seen, method, target)
+			checkGuard(t, srv, seen, method, target, "Host: 127.0.0.1:8001")
 		}
+		checkGuard(t, srv, seen, http.MethodGet, "/api/v1/namespaces", "Host: "+raw)
+		checkGuard(t, srv, seen, http.MethodGet, "/api/v1/namespaces", "Host: 127.0.0.1:8001", "Origin: "+raw)
 	})
 }
 
@@ -97,10 +117,11 @@ func (rl *requestLines) take() []string {
 }
 
 // checkGuard sends one request through srv, as the HTTP server would parse it, and judges
-// what reached the API server.
-func checkGuard(t *testing.T, srv *Server, seen *requestLines, method, target string) {
+// what reached the API server, and whether the request's Host and Origin could.
+func checkGuard(t *testing.T, srv *Server, seen *requestLines, method, target string, headers ...string) {
 	t.Helper()
-	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n")))
+	head := method + " " + target + " HTTP/1.1\r\n" + strings.Join(headers, "\r\n") + "\r\n\r\n"
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head)))
 	if err != nil {
 		return // the HTTP server answers 400
 	}
@@ -109,11 +130,42 @@ func checkGuard(t *testing.T, srv *Server, seen *requestLines, method, target st
 	req.RemoteAddr = "127.0.0.1:40000"
 	seen.take()
 	srv.Handler().ServeHTTP(httptest.NewRecorder(), req.WithContext(ctx))
-	for _, line := range seen.take() {
+	lines := seen.take()
+	for _, line := range lines {
 		if finding := judge(line); finding != "" {
 			t.Fatalf("%s %s reached the API server as %q: %s", method, target, line, finding)
 		}
 	}
+	if len(lines) > 0 && !loopbackHost(req.Host) {
+		t.Fatalf("%s %s with Host %q reached the API server: not a loopback host", method, target, req.Host)
+	}
+	if origin := req.Header.Get("Origin"); len(lines) > 0 && origin != "" && !loopbackOrigin(origin) {
+		t.Fatalf("%s %s with Origin %q reached the API server: not a loopback origin", method, target, origin)
+	}
+}
+
+// loopbackHost says whether a Host header names a loopback host by one of its default names,
+// with or without a port: what a page served from another name (a DNS rebinding) never sends.
+func loopbackHost(host string) bool {
+	for _, name := range []string{"localhost", "127.0.0.1", "[::1]"} {
+		if host == name || strings.HasPrefix(host, name+":") {
+			return true
+		}
+	}
+	return host == "::1"
+}
+
+// loopbackOrigin says whether an Origin header is a URL on a loopback host.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }
 
 // kubeletCommands are the kubelet's endpoints that run a command, open a stream or change
@@ -185,8 +237,9 @@ func judgeAPIPath(apiPath string, trailingSlash, exact bool) string {
 		} else if res[0] == "pods" && len(sub) > 0 && streamSubresources[sub[0]] {
 			return "a pod's " + sub[0] + " (legacy form)"
 		}
-		// A proxy: what follows proxy/ goes on, decoded once, to a node, pod or service.
-		if res[0] == "nodes" {
+		// A proxy: what follows proxy/ goes on, decoded once, to a node, pod or service, and
+		// to a kubelet through a pod's or a service's proxy to a kubelet's port.
+		if res[0] == "nodes" || ((res[0] == "pods" || res[0] == "services") && kubeletPort(res[1])) {
 			if finding := judgeKubeletPath(strings.Join(sub, "/"), trailingSlash, exact); finding != "" {
 				return finding
 			}
@@ -196,6 +249,19 @@ func judgeAPIPath(apiPath string, trailingSlash, exact bool) string {
 		}
 	}
 	return ""
+}
+
+// kubeletPort says whether a pod's or a service's proxy name, [scheme:]name[:port], names a
+// kubelet's port, 10250 or 10255, as a number (leading zeros and a plus sign allowed, as a
+// service's proxy reads it), whatever comes before it: the contract is deny-by-default
+// whatever the scheme, so a scheme or a part kube-apiserver would answer 400 to counts too.
+func kubeletPort(name string) bool {
+	parts := strings.Split(name, ":")
+	if len(parts) < 2 {
+		return false
+	}
+	digits := strings.TrimLeft(strings.TrimPrefix(parts[len(parts)-1], "+"), "0")
+	return digits == "10250" || digits == "10255"
 }
 
 // judgeKubeletPath follows the node proxy's subpath to the kubelet: the node proxy joins it
@@ -311,7 +377,8 @@ func buildTarget(program []byte) string {
 
 // spell writes word one of the ways a client could: as it is, a letter percent-encoded once
 // or twice (either case of hex digit), every letter encoded, in other case, with a port or a
-// scheme and port.
+// scheme and port (a kubelet's, by number or spelt otherwise, or by name; a scheme
+// kube-apiserver takes or one it does not).
 func spell(word string, how int) string {
 	if word == "" {
 		return word
@@ -342,6 +409,14 @@ func spell(word string, how int) string {
 		return strings.ToUpper(word[:1]) + word[1:]
 	case 10:
 		return word + "?cmd=id"
+	case 11:
+		return "http:" + word + ":10255"
+	case 12:
+		return word + ":+010250"
+	case 13:
+		return word + ":https-metrics"
+	case 14:
+		return "ws:" + word + ":10250" // a scheme kube-apiserver does not take
 	}
 	return word
 }

@@ -338,6 +338,65 @@ func TestNodeProxyReadEndpointsOnly(t *testing.T) {
 	})
 }
 
+// TestKubeletPortProxiesReadEndpointsOnly: a pod's or a service's proxy to a kubelet's port
+// (10250, or the read-only 10255), named by number with any scheme or none, is judged as the
+// node proxy is: only the kubelet's read endpoints pass. Through any other port everything
+// passes, an application's own /run among it; a port named, or left out, cannot be told from
+// the kubelet's, and passes too (docs/kretry-proxy.md says what closes that road).
+func TestKubeletPortProxiesReadEndpointsOnly(t *testing.T) {
+	up := okUpstream(t)
+	refusedAndAllowed(t, up, http.MethodPost, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/checkpoint/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/cri/exec/token",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/portForward/ns/p",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:010250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/run/ns/p/c?cmd=id",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/attach/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/kubelet:10250/proxy/exec/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:+10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/debug/flags/v",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/not-an-endpoint",
+		"/api/v1/namespaces/kube-system/services/HTTPS:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/Https:kubelet:10250/proxy/run/ns/p/c",
+		// a scheme kube-apiserver does not take (it answers 400): refused all the same
+		"/api/v1/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/wss:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/tcp:kube-proxy-x7k2p:10255/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/h2c:kubelet:10250/proxy/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/pods/https:x:kube-proxy-x7k2p:10250/proxy/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/pods/ws:kube-proxy-x7k2p:10255/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/services/tcp:kubelet:10250/run/ns/p/c",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/Run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/run/ns/p/c",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/run/ns/p/c",
+		"/apis/example.com/v1/namespaces/ns/pods/p:10250/proxy/run/ns/p/c",
+	})
+	refusedAndAllowed(t, up, http.MethodPut, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/debug/flags/v",
+	})
+	reachable(t, up, http.MethodGet, []string{
+		"/api/v1/namespaces/kube-system/pods/https:kube-proxy-x7k2p:10250/proxy/metrics",
+		"/api/v1/namespaces/kube-system/pods/kube-proxy-x7k2p:10250/proxy/",
+		"/api/v1/namespaces/kube-system/pods/http:kube-proxy-x7k2p:10255/proxy/stats/summary",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy/metrics/cadvisor",
+		"/api/v1/namespaces/kube-system/services/https:kubelet:10250/proxy",
+		"/api/v1/proxy/namespaces/kube-system/services/https:kubelet:10250/healthz",
+	})
+	reachable(t, up, http.MethodPost, []string{
+		"/api/v1/namespaces/ns/pods/web:8080/proxy/run/job",
+		"/api/v1/namespaces/ns/pods/web:102500/proxy/run",
+		"/api/v1/namespaces/ns/pods/web:1025/proxy/exec",
+		"/api/v1/namespaces/ns/services/https:web:443/proxy/run",
+		"/api/v1/namespaces/ns/services/web/proxy/run",                                    // no port: the service's only one
+		"/api/v1/namespaces/kube-system/services/https:kubelet:https-metrics/proxy/run/x", // a named port
+		"/api/v1/namespaces/ns/pods/10250/proxy/run",                                      // a pod named 10250, no port
+		"/api/v1/namespaces/ns/configmaps/kubelet:10250",                                  // no proxy at all
+	})
+}
+
 // TestProxyPathsInCanonicalFormOnly: a path with an encoded /, . or % (either case of hex
 // digit) is refused where it leads to a pod's or a service's proxy too, and passes where it
 // leads to no proxy (a Node's or a ConfigMap's name).
@@ -387,6 +446,80 @@ func TestFrontProxyHeadersDropped(t *testing.T) {
 	}
 	if reached.Header.Get("X-Kept") != "yes" {
 		t.Errorf("another header was dropped too: %v", reached.Header)
+	}
+}
+
+// TestSourceHeadersDropped: a client's X-Forwarded-*, Forwarded and X-Real-Ip never reach the
+// API server, whose audit takes its sourceIPs from X-Forwarded-For and X-Real-Ip; the
+// X-Forwarded-For it sees is the one the handler behind sets, the client's own address. On
+// upgrades too, and a bearer token among the WebSocket subprotocols goes with them.
+func TestSourceHeadersDropped(t *testing.T) {
+	up := okUpstream(t)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		req  *http.Request
+	}{
+		{name: "LIST", req: httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/configmaps", nil)},
+		{name: "POST", req: httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))},
+		{name: "upgrade", opts: Options{AllowUpgrades: true}, req: httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/ns/pods/p/exec?command=id", nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.RemoteAddr = "127.0.0.1:40000"
+			req.Header.Add("X-Forwarded-For", "203.0.113.7")
+			req.Header.Add("X-Forwarded-For", "198.51.100.9")
+			req.Header.Set("X-Real-Ip", "203.0.113.7")
+			req.Header.Set("Forwarded", "for=203.0.113.7")
+			req.Header.Set("X-Forwarded-Host", "kubernetes.default")
+			req.Header["x-forwarded-proto"] = []string{"https"}
+			req.Header.Set("X-Kept", "yes")
+			if tc.opts.AllowUpgrades {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9rZW4")
+			}
+			rec, reached := ask(t, up, rest.Config{}, tc.opts, req)
+			if reached == nil {
+				t.Fatalf("refused with %d %q", rec.Code, rec.Body)
+			}
+			for name, values := range reached.Header {
+				lower := strings.ToLower(name)
+				switch {
+				case lower == "x-forwarded-for":
+					if strings.Join(values, ", ") != "127.0.0.1" {
+						t.Errorf("X-Forwarded-For %q reached the API server, want the client's own address", values)
+					}
+				case lower == "forwarded", lower == "x-real-ip", strings.HasPrefix(lower, "x-forwarded-"):
+					t.Errorf("%s %q reached the API server", name, values)
+				}
+			}
+			if reached.Header.Get("X-Kept") != "yes" {
+				t.Errorf("another header was dropped too: %v", reached.Header)
+			}
+			if tc.opts.AllowUpgrades {
+				if got := reached.Header.Values("Sec-WebSocket-Protocol"); len(got) != 1 || got[0] != "v5.channel.k8s.io" {
+					t.Errorf("Sec-WebSocket-Protocol at the API server: %q, want only v5.channel.k8s.io", got)
+				}
+			}
+		})
+	}
+}
+
+// TestWithoutBearerProtocol: the subprotocols that carry a bearer token are taken out of a
+// Sec-WebSocket-Protocol header, in any case and any place among the others, which are kept.
+func TestWithoutBearerProtocol(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{in: []string{"v5.channel.k8s.io"}, want: []string{"v5.channel.k8s.io"}},
+		{in: []string{"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9rZW4, v4.channel.k8s.io"}, want: []string{"v5.channel.k8s.io, v4.channel.k8s.io"}},
+		{in: []string{"base64url.bearer.authorization.k8s.io.dG9rZW4,v5.channel.k8s.io"}, want: []string{"v5.channel.k8s.io"}},
+		{in: []string{"BASE64URL.Bearer.Authorization.K8S.IO.dG9rZW4", "v4.channel.k8s.io"}, want: []string{"v4.channel.k8s.io"}},
+		{in: []string{"base64url.bearer.authorization.k8s.io.dG9rZW4"}, want: nil},
+		{in: []string{" , "}, want: nil},
+	} {
+		if got := withoutBearerProtocol(tc.in); strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+			t.Errorf("withoutBearerProtocol(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 

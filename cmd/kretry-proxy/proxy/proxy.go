@@ -19,20 +19,17 @@ import (
 	"github.com/kretry/kretry/transport"
 )
 
-// DefaultAcceptHosts are the Host header names accepted by default: the loopback names, as
-// `kubectl proxy` accepts them ("::1" is matched without its brackets).
-const DefaultAcceptHosts = `^localhost$,^127\.0\.0\.1$,^::1$`
-
 // Options tunes a Server. The zero Options is the safe default: loopback Host names only, no
 // upgrades, every method, kretry's recommended configuration.
 type Options struct {
-	// AcceptHosts match the host part of the Host header (and of an Origin header); default
-	// DefaultAcceptHosts.
+	// AcceptHosts match the host part of the Host header (and of an Origin header), each
+	// against the whole name (New anchors them); default DefaultAcceptHosts.
 	AcceptHosts []*regexp.Regexp
 	// AllowUpgrades lets protocol upgrades through, and with them pods' exec, attach and
-	// portforward, the kubelet's endpoints behind nodes/NAME/proxy/ that are not its read
-	// endpoints, and proxy paths not in canonical form; default off: they are refused with
-	// 403. CONNECT and TRACE are refused either way.
+	// portforward, the kubelet's endpoints that are not its read endpoints behind
+	// nodes/NAME/proxy/ and behind a pod's or a service's proxy to a kubelet's port (10250,
+	// 10255), and proxy paths not in canonical form; default off: they are refused with 403.
+	// CONNECT and TRACE are refused either way.
 	AllowUpgrades bool
 	// ReadOnly refuses every method but GET with 405.
 	ReadOnly bool
@@ -66,12 +63,11 @@ type Server struct {
 // New returns a Server that sends every request it accepts to the API server of cfg, through
 // a copy of cfg wrapped with kretry. cfg is not modified.
 func New(cfg *rest.Config, opts Options) (*Server, error) {
-	if opts.AcceptHosts == nil {
-		var err error
-		if opts.AcceptHosts, err = kubectlproxy.MakeRegexpArray(DefaultAcceptHosts); err != nil {
-			return nil, err
-		}
+	hosts, err := wholeNames(opts.AcceptHosts)
+	if err != nil {
+		return nil, fmt.Errorf("kretry-proxy: AcceptHosts: %w", err)
 	}
+	opts.AcceptHosts = hosts
 	m, err := newMetrics()
 	if err != nil {
 		return nil, fmt.Errorf("kretry-proxy: %w", err)

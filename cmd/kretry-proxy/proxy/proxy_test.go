@@ -323,6 +323,19 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// TestOwnHealthzAndMetricsExactly: the proxy answers /healthz and /metrics itself, spelt
+// exactly so; every other path goes to the API server, /healthz/etcd, /metrics/ and /Metrics
+// among them, and /livez and /readyz.
+func TestOwnHealthzAndMetricsExactly(t *testing.T) {
+	up := okUpstream(t)
+	for _, target := range []string{"/healthz", "/metrics"} {
+		if rec, reached := ask(t, up, rest.Config{}, Options{}, httptest.NewRequest(http.MethodGet, target, nil)); reached != nil || rec.Code != http.StatusOK {
+			t.Errorf("GET %s: answered %d, reached the API server: %v; want the proxy's own", target, rec.Code, reached != nil)
+		}
+	}
+	reachable(t, up, http.MethodGet, []string{"/healthz/", "/healthz/etcd", "/metrics/", "/Metrics", "/livez", "/readyz"})
+}
+
 // TestHealthzWhileShuttingDown: /healthz answers 503 once Shutdown began, and a watch that
 // arrives then is refused instead of started.
 func TestHealthzWhileShuttingDown(t *testing.T) {
@@ -650,7 +663,7 @@ func TestClassify(t *testing.T) {
 func TestHostOf(t *testing.T) {
 	for in, want := range map[string]string{
 		"localhost:8001": "localhost", "localhost": "localhost", "127.0.0.1:80": "127.0.0.1",
-		"[::1]:8001": "::1", "[::1]": "::1", "": "",
+		"[::1]:8001": "::1", "[::1]": "::1", "": "", "[::1": "[::1", "::1]": "::1]", "[": "[",
 	} {
 		if got := hostOf(in); got != want {
 			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
