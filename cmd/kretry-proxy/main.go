@@ -62,8 +62,9 @@ const usageHeader = `Usage: kretry-proxy [flags]
 Serves the Kubernetes API on http://127.0.0.1:8001, as kubectl proxy does, with kretry
 underneath: every LIST and WATCH through it is retried and resumed. It finds its cluster as
 kubectl does (--kubeconfig, $KUBECONFIG, ~/.kube/config, else the pod's service account),
-acts with its own identity only, and refuses what runs a command or opens a tunnel unless
---allow-upgrades. More in docs/kretry-proxy.md (github.com/kretry/kretry).
+acts with its own identity only, and refuses exec, attach, port-forward, a kubelet's commands and
+every upgrade unless --allow-upgrades; writes pass unless --read-only (what they may do is
+RBAC's to say). More in docs/kretry-proxy.md (github.com/kretry/kretry).
 
 Flags:
 `
