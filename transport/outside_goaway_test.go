@@ -346,6 +346,7 @@ func (o *gaObserver) ObserveAttempt(transport.AttemptEvent) {}
 func (o *gaObserver) ObserveRetry(e transport.RetryEvent) {
 	o.mu.Lock()
 	o.retries = append(o.retries, e)
+	o.causes = append(o.causes, fmt.Sprintf("%s/%s code %d wait %v", e.Verb, e.Reason, e.Code, e.Wait.Round(time.Millisecond)))
 	o.mu.Unlock()
 }
 func (o *gaObserver) ObserveGiveUp(e transport.GiveUpEvent) {
@@ -354,12 +355,6 @@ func (o *gaObserver) ObserveGiveUp(e transport.GiveUpEvent) {
 	o.mu.Unlock()
 }
 func (o *gaObserver) ObserveBudgetRefusal(transport.BudgetEvent) {}
-func (o *gaObserver) onRetry(r transport.Retry) {
-	o.mu.Lock()
-	o.causes = append(o.causes, fmt.Sprintf("%s/%s wait %v rv %q", r.Reason, r.Cause, r.Wait.Round(time.Millisecond), r.ResourceVersion))
-	o.mu.Unlock()
-}
-
 func (o *gaObserver) expired() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -399,7 +394,6 @@ func gaClientset(t *testing.T, f *gaFront, be *gaBackend, rand func() float64, o
 	tc := transport.Config{Rand: rand}
 	if obs != nil {
 		tc.Observer = obs
-		tc.OnRetry = obs.onRetry
 	}
 	cfg.Wrap(transport.Wrapper(tc))
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -134,6 +134,11 @@ const (
 	ListGaveUp
 )
 
+var listOutcomeNames = [...]string{"resumed", "mismatch", "gone", "gave-up"}
+
+// String names the outcome, as the metrics label it.
+func (o ListOutcome) String() string { return listOutcomeNames[o] }
+
 // ListResume is one LIST body resumed at its resourceVersion, or a resume
 // that failed.
 type ListResume struct {
