@@ -243,7 +243,9 @@ func (m *machine) streamed(ev *event) action {
 		// reopened at once, again and again.
 		if moved || ev.frame.Type != frame.Bookmark {
 			act.progress = true
-			m.search = nil
+			if m.search != nil { // a store only when there is one: this is every event's path
+				m.search = nil
+			}
 		}
 		return act
 	case evError, evBroke:
