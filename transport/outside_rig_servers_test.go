@@ -59,6 +59,7 @@ type rigRequest struct {
 	path   string
 	query  url.Values
 	remote string
+	conn   int // the connection it came on, numbered from 1 in the order accepted
 	proto  int
 	close  bool
 }
@@ -76,7 +77,7 @@ func (q *rigRequest) namespace() string {
 }
 
 func (q *rigRequest) String() string {
-	return fmt.Sprintf("%s#%d rv=%q timeoutSeconds=%q @%v", q.kind, q.n, q.rv(), q.timeout(), q.at)
+	return fmt.Sprintf("%s#%d rv=%q timeoutSeconds=%q conn#%d @%v", q.kind, q.n, q.rv(), q.timeout(), q.conn, q.at)
 }
 
 // rigAnswer answers one request.
@@ -110,6 +111,15 @@ func (r *rig) server(name string, o serverOpts, script func(q *rigRequest) rigAn
 	a.srv = httptest.NewUnstartedServer(a)
 	a.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes the tests cut short
 	a.srv.Listener = &countingListener{Listener: a.srv.Listener, a: a}
+	a.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
+		if wc, ok := c.(*writeCounter); ok {
+			ctx = context.WithValue(ctx, connID{}, wc.id)
+		}
+		return ctx
+	}
 	a.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
 		a.mu.Lock()
 		switch st {
@@ -151,6 +161,7 @@ func (a *rigServer) url() string { return a.srv.URL }
 
 func (a *rigServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := &rigRequest{a: a, at: a.r.clock.elapsed(), path: r.URL.Path, query: r.URL.Query(), remote: r.RemoteAddr, proto: r.ProtoMajor, close: r.Close}
+	q.conn, _ = r.Context().Value(connID{}).(int)
 	watching := q.query.Get("watch")
 	switch {
 	case watching != "" && watching != "0" && watching != "false":
@@ -270,11 +281,15 @@ func (a *rigServer) goAway() time.Duration {
 	return at
 }
 
-// countingListener counts the bytes written to each connection.
+// countingListener numbers the connections and counts the bytes written
+// to each.
 type countingListener struct {
 	net.Listener
 	a *rigServer
+	n int
 }
+
+type connID struct{}
 
 func (l *countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -285,12 +300,14 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	l.a.mu.Lock()
 	l.a.written[c.RemoteAddr().String()] = n
 	l.a.mu.Unlock()
-	return &writeCounter{Conn: c, n: n}, nil
+	l.n++
+	return &writeCounter{Conn: c, n: n, id: l.n}, nil
 }
 
 type writeCounter struct {
 	net.Conn
-	n *atomic.Int64
+	n  *atomic.Int64
+	id int
 }
 
 func (c *writeCounter) Write(p []byte) (int, error) {
@@ -301,9 +318,10 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 
 // answerServe is a watch cache of ConfigMaps: a LIST is empty at
 // rigInitialRV; a watch from rv gets ADDED rv+1..rigBreakRV (from
-// rigInitialRV) or ..rigLastRV (from any later rv), then stays open (stay).
+// rigInitialRV) or ..rigLastRV (from any later rv), then stays open (stay);
+// a watch from no rv (a watch-list) is refused, so an informer lists.
 func answerServe(w http.ResponseWriter, r *http.Request, q *rigRequest) {
-	if q.kind != "watch" {
+	if !strings.HasPrefix(q.kind, "watch") {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"%d"},"items":[]}`, rigInitialRV)
 		return
@@ -787,10 +805,11 @@ func (f *rigFront) refuse(d time.Duration) {
 // listens for that long.
 func (f *rigFront) lose(route func(n int) rigHop, refused time.Duration) {
 	f.setRoute(route)
-	f.cut(nil, false)
 	if refused > 0 {
+		// Before the cut: a reopen must not find the listener still open.
 		f.refuse(refused)
 	}
+	f.cut(nil, false)
 }
 
 func (f *rigFront) stop() {
