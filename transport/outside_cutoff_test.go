@@ -29,7 +29,7 @@ func cutAThenB(i int) srchKind { return srchAThenB(i, 0) }
 // something that accepted, so the short search is made and reaches B.
 func TestOutsideCutoffEOFThenFreshThenHolder(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: cutEOFThen(3500*time.Millisecond, cutAThenB)})
 		r.wantResumed(t)
 		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 || r.obs.expired() < 1 || r.obs.expired() > cutMaxShort {
@@ -42,7 +42,7 @@ func TestOutsideCutoffEOFThenFreshThenHolder(t *testing.T) {
 // the bound, after at most 6 search retries, each on a new connection.
 func TestOutsideCutoffEOFThenOnlyFresh(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: cutEOFThen(4*time.Second, func(int) srchKind { return srchToA })})
 		r.wantBoundedGone(t)
 		if n := r.obs.expired(); n < 1 || n > cutMaxShort || len(r.a.resumes()) != n+1 {
@@ -55,7 +55,7 @@ func TestOutsideCutoffEOFThenOnlyFresh(t *testing.T) {
 // (3) Refused for 4 s, then only A: one 410, no search.
 func TestOutsideCutoffRefusedThenOnlyFresh(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchSome, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchSome, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, refused: 4 * time.Second, route: srchOnlyA})
 		r.wantBoundedGone(t)
 		if len(r.a.resumes()) != 1 || r.obs.expired() != 0 {
@@ -68,7 +68,7 @@ func TestOutsideCutoffRefusedThenOnlyFresh(t *testing.T) {
 // turn: one failed reopening was accepted, so the short search is made.
 func TestOutsideCutoffRefusedThenEOFThenSearch(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchSome, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchSome, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, refused: 4 * time.Second,
 			route: func(n int, _ time.Duration) srchKind {
 				switch {
@@ -93,7 +93,7 @@ func TestOutsideCutoffRefusedThenEOFThenSearch(t *testing.T) {
 func TestOutsideCutoffBalancer503ThenSearch(t *testing.T) {
 	t.Parallel()
 	const d = 3500 * time.Millisecond
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, balancer503: d,
 			route: srchAfter(d, srchToA, cutAThenB)})
 		r.wantResumed(t)
@@ -114,7 +114,7 @@ func TestOutsideCutoffBalancer503ThenSearch(t *testing.T) {
 // caller once, within the bound of the first 410.
 func TestOutsideCutoffSilentShortRetry(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: cutEOFThen(4*time.Second, func(i int) srchKind {
 			if i == 1 {
 				return srchToA
@@ -133,7 +133,7 @@ func TestOutsideCutoffSilentShortRetry(t *testing.T) {
 // second one.
 func TestOutsideCutoffBudgetRefusesSearch(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: srchOnlyA,
 			budget: &transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9, Window: time.Second}})
 		r.wantBoundedGone(t)

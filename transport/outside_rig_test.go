@@ -694,6 +694,20 @@ func (o *rigObserver) String() string {
 	return s + " ]"
 }
 
+// variant is one way the apiservers of a test speak: plain HTTP/1.1, TLS
+// with HTTP/2 or HTTP/1.1, a 410 answer or an ERROR event.
+type variant struct {
+	name string
+	opts serverOpts
+}
+
+// eachVariant runs f as a parallel subtest for each variant.
+func eachVariant(t *testing.T, vs []variant, f func(t *testing.T, opts serverOpts)) {
+	for _, v := range vs {
+		t.Run(v.name, func(t *testing.T) { t.Parallel(); f(t, v.opts) })
+	}
+}
+
 // ---- a watch, as its caller sees it --------------------------------------
 
 // rigEvent is one event a caller got, at a virtual time.

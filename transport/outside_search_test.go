@@ -166,29 +166,16 @@ func (run *srchRun) wantOwnConnections(t *testing.T) {
 	}
 }
 
-// srchVariant is how the apiservers speak: plain HTTP/1.1 or TLS with
-// HTTP/2, a 410 answer or an ERROR event.
-type srchVariant struct {
-	name string
-	opts serverOpts
-}
-
 var (
-	srchAll = []srchVariant{
+	srchAll = []variant{
 		{"http1/status-410", serverOpts{plain: true}},
 		{"http1/error-event", serverOpts{plain: true, event: true}},
 		{"tls-h2/status-410", serverOpts{}},
 		{"tls-h2/error-event", serverOpts{event: true}},
 	}
 	// srchSome is three of them, for the cases that cost more.
-	srchSome = []srchVariant{srchAll[0], srchAll[1], srchAll[3]}
+	srchSome = []variant{srchAll[0], srchAll[1], srchAll[3]}
 )
-
-func srchVariants(t *testing.T, vs []srchVariant, f func(t *testing.T, opts serverOpts)) {
-	for _, v := range vs {
-		t.Run(v.name, func(t *testing.T) { t.Parallel(); f(t, v.opts) })
-	}
-}
 
 // srchAThenB: the first connection to A, the others to B.
 func srchAThenB(n int, _ time.Duration) srchKind {
@@ -204,7 +191,7 @@ func srchOnlyA(int, time.Duration) srchKind { return srchToA }
 // failure before it): the search is made, its retry reaches B.
 func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: func(n int, _ time.Duration) srchKind {
 			if n == 1 {
 				return srchSlowA
@@ -222,7 +209,7 @@ func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
 // was cut off from every apiserver, the 410 is handed over, no search.
 func TestOutsideSearchRefusedThenFresh(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, refused: 4 * time.Second, route: srchOnlyA})
 		r.wantGone(t)
 		if len(r.a.resumes()) != 1 || r.obs.expired() != 0 {
@@ -234,7 +221,7 @@ func TestOutsideSearchRefusedThenFresh(t *testing.T) {
 // (2b) Control: refused for only ~1 s, then A then B: the search is made.
 func TestOutsideSearchRefusedBriefly(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, refused: time.Second, route: srchAThenB})
 		r.wantResumed(t)
 		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 {
@@ -274,7 +261,7 @@ func TestOutsideSearchAcceptedThenEOF(t *testing.T) {
 	for _, eof := range []time.Duration{4 * time.Second, 11 * time.Second} {
 		t.Run(eof.String(), func(t *testing.T) {
 			t.Parallel()
-			srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+			eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 				r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: srchEOFThen(eof)})
 				r.wantResumed(t)
 				if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 {
@@ -290,7 +277,7 @@ func TestOutsideSearchAcceptedThenEOF(t *testing.T) {
 // 410, within the bound.
 func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(n int) rigAnswer {
 			if n <= 25 {
 				return answerTooOld(srchS)
@@ -308,7 +295,7 @@ func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 // (5) The second 410 names another S: handed over at once.
 func TestOutsideSearchDifferentS(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(n int) rigAnswer {
 			switch n {
 			case 1:
@@ -333,7 +320,7 @@ func TestOutsideSearchDifferentS(t *testing.T) {
 // handed over within the bound of the first 410.
 func TestOutsideSearchSilentRetry(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: func(n int, _ time.Duration) srchKind {
 			switch n {
 			case 1:
@@ -353,7 +340,7 @@ func TestOutsideSearchSilentRetry(t *testing.T) {
 // (7) etcd's compaction message, not the watch cache's: at once, no search.
 func TestOutsideSearchCompactionMessage(t *testing.T) {
 	t.Parallel()
-	srchVariants(t, srchAll, func(t *testing.T, opts serverOpts) {
+	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, route: srchAThenB,
 			fresh: func(int) rigAnswer { return answerGone(srchCompacted) }})
 		at := r.wantGone(t)
