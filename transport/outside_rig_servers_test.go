@@ -62,6 +62,7 @@ type rigRequest struct {
 	conn   int // the connection it came on, numbered from 1 in the order accepted
 	proto  int
 	close  bool
+	end    *rigTimer // a watch's timeoutSeconds, on the rig's clock
 }
 
 func (q *rigRequest) rv() string      { return q.query.Get("resourceVersion") }
@@ -173,6 +174,12 @@ func (a *rigServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.kind = "exact"
 	default:
 		q.kind = "list"
+	}
+	if s, err := strconv.Atoi(q.timeout()); err == nil && s > 0 && strings.HasPrefix(q.kind, "watch") {
+		// The end of a watch is timed from its arrival, before anything
+		// reaches the client, which may move the clock as soon as it has.
+		q.end = a.r.clock.add(timerEnd, time.Duration(s)*time.Second, make(chan time.Time, 1), nil)
+		defer q.end.Stop()
 	}
 	a.mu.Lock()
 	a.kinds[q.kind]++
@@ -354,16 +361,14 @@ func answerOpen(w http.ResponseWriter, r *http.Request, q *rigRequest) {
 // ends, the apiserver ends or aborts its watches, or its timeoutSeconds has
 // passed on the rig's clock. A watch served is not a hold: kretry reads it.
 func (a *rigServer) stay(w http.ResponseWriter, r *http.Request, q *rigRequest) {
-	w.(http.Flusher).Flush()
 	a.mu.Lock()
 	quit, abort := a.quit, a.abort
 	a.mu.Unlock()
 	var end <-chan time.Time
-	if s, err := strconv.Atoi(q.timeout()); err == nil && s > 0 {
-		t := a.r.clock.add(timerEnd, time.Duration(s)*time.Second, make(chan time.Time, 1), nil)
-		defer t.Stop()
-		end = t.ch
+	if q.end != nil {
+		end = q.end.ch
 	}
+	w.(http.Flusher).Flush()
 	select {
 	case <-r.Context().Done():
 	case <-a.done:
@@ -396,9 +401,7 @@ func answerAfter(d time.Duration, then rigAnswer) rigAnswer {
 // pause holds a request for d of virtual time; false when the client left
 // or the test ended first.
 func (a *rigServer) pause(r *http.Request, d time.Duration) bool {
-	release := a.r.hold(fmt.Sprintf("%s pauses %v", a.name, d))
-	defer release()
-	return a.r.clock.delay(r.Context(), a.done, d)
+	return a.r.delay(r.Context(), a.done, d, fmt.Sprintf("%s pauses %v", a.name, d))
 }
 
 // answerStatus answers with a Status.
@@ -709,10 +712,7 @@ func (f *rigFront) handle(c net.Conn, h rigHop) {
 		_, _ = io.Copy(io.Discard, c)
 		return
 	case h.after > 0:
-		release := f.r.hold(fmt.Sprintf("the front holds a connection %v", h.after))
-		ran := f.r.clock.delay(context.Background(), f.stopCh, h.after)
-		release()
-		if !ran {
+		if !f.r.delay(context.Background(), f.stopCh, h.after, fmt.Sprintf("the front holds a connection %v", h.after)) {
 			return
 		}
 	}

@@ -140,20 +140,6 @@ func (c *rigClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return c.add(timerBound, d, nil, f)
 }
 
-// delay waits d of virtual time for the rig, unless stop or ctx ends
-// first; it reports whether d ran its course.
-func (c *rigClock) delay(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
-	t := c.add(timerDelay, d, make(chan time.Time, 1), nil)
-	select {
-	case <-t.ch:
-		return true
-	case <-stop:
-	case <-ctx.Done():
-	}
-	t.Stop()
-	return false
-}
-
 // hook runs f d of virtual time from now, as the clock gets there.
 func (c *rigClock) hook(d time.Duration, f func()) { c.add(timerHook, d, nil, f) }
 
@@ -418,27 +404,22 @@ func (r *rig) autopilot(on bool) {
 // fly is the autopilot (see the top of this file).
 func (r *rig) fly() {
 	defer r.wg.Done()
-	handled := 0 // the holds seen, by sequence number
+	handled := map[int]bool{} // the holds it moved the clock for, by sequence number
 	for {
 		changed := r.changes()
 		r.mu.Lock()
-		on, fresh := r.pilot, false
+		on, fresh := r.pilot, 0
 		for _, h := range r.holds {
-			if h.seq > handled && !h.released {
-				handled, fresh = h.seq, true
+			if !h.released && !handled[h.seq] {
+				fresh = h.seq
 			}
 		}
 		r.mu.Unlock()
-		switch {
-		case !on:
-		case fresh:
-			// Past any change the rig made at a set time, to what ends the
-			// wait: kretry's bound or the rig's delay.
-			for t := r.clock.advanceToNext(timerBound, timerDelay, timerHook); t != nil && t.kind == timerHook; {
-				t = r.clock.advanceToNext(timerBound, timerDelay, timerHook)
-			}
+		if on && fresh > 0 && r.stepForHold() {
+			handled[fresh] = true
 			continue
-		default:
+		}
+		if on {
 			if t := r.clock.next(timerSleep); t != nil {
 				r.clock.advanceTo(t.at)
 				continue
@@ -450,6 +431,34 @@ func (r *rig) fly() {
 			return
 		}
 	}
+}
+
+// stepForHold moves the clock to what ends a hold: kretry's next bound or
+// the rig's next delay, past any change the rig makes at a set time on the
+// way. It reports whether there was one.
+func (r *rig) stepForHold() bool {
+	for {
+		t := r.clock.advanceToNext(timerBound, timerDelay, timerHook)
+		if t == nil || t.kind != timerHook {
+			return t != nil
+		}
+	}
+}
+
+// delay holds what (a request, a connection) for d of virtual time,
+// unless stop or ctx ends first; it reports whether d ran its course. The
+// hold is made after the delay's timer, so that the autopilot finds it.
+func (r *rig) delay(ctx context.Context, stop <-chan struct{}, d time.Duration, what string) bool {
+	t := r.clock.add(timerDelay, d, make(chan time.Time, 1), nil)
+	defer r.hold(what)()
+	select {
+	case <-t.ch:
+		return true
+	case <-stop:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	return false
 }
 
 // hold records that kretry now waits on what; release ends it.
