@@ -1,10 +1,12 @@
 package transport_test
 
 // The outside-test rig: the one world every transport/outside_* test runs
-// in. A rig is a virtual clock that kretry is given as Config.Clock, the
-// rig's apiservers and balancer fronts on loopback (outside_rig_servers_test.go),
-// an observer of kretry (Config.Observer), and the clients and watches the
-// test drives through a real kubernetes.Clientset.
+// in. A rig is a virtual clock that kretry is given as Config.Clock
+// (outside_rig_clock_test.go), scripted apiservers on loopback
+// (outside_rig_servers_test.go) and balancer fronts before them
+// (outside_rig_front_test.go), an observer of kretry (Config.Observer), and
+// the clients, watches and informers the test drives through a real
+// kubernetes.Clientset (this file).
 //
 // Nothing on the rig's clock fires by itself: virtual time moves only when
 // the test advances it, or when the rig's autopilot does. The autopilot
