@@ -48,17 +48,16 @@ type serverOpts struct {
 
 // rigRequest is one request an apiserver received.
 type rigRequest struct {
-	a      *rigServer
-	n      int           // 1-based, among the apiserver's requests of the same kind
-	at     time.Duration // virtual time of its arrival
-	kind   string        // "watch", "watch-list" (sendInitialEvents), "exact" (a LIST at resourceVersionMatch=Exact) or "list"
-	path   string
-	query  url.Values
-	remote string
-	conn   int // the connection it came on, numbered from 1 in the order accepted
-	proto  int
-	close  bool
-	end    *rigTimer // a watch's timeoutSeconds, on the rig's clock
+	a     *rigServer
+	n     int           // 1-based, among the apiserver's requests of the same kind
+	at    time.Duration // virtual time of its arrival
+	kind  string        // "watch", "watch-list" (sendInitialEvents), "exact" (a LIST at resourceVersionMatch=Exact) or "list"
+	path  string
+	query url.Values
+	conn  int // the connection it came on, numbered from 1 in the order accepted
+	proto int
+	close bool
+	end   *rigTimer // a watch's timeoutSeconds, on the rig's clock
 }
 
 func (q *rigRequest) rv() string      { return q.query.Get("resourceVersion") }
@@ -157,7 +156,7 @@ func (r *rig) server(name string, o serverOpts, script func(q *rigRequest) rigAn
 func (a *rigServer) url() string { return a.srv.URL }
 
 func (a *rigServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := &rigRequest{a: a, at: a.r.clock.elapsed(), path: r.URL.Path, query: r.URL.Query(), remote: r.RemoteAddr, proto: r.ProtoMajor, close: r.Close}
+	q := &rigRequest{a: a, at: a.r.clock.elapsed(), path: r.URL.Path, query: r.URL.Query(), proto: r.ProtoMajor, close: r.Close}
 	q.conn, _ = r.Context().Value(connID{}).(int)
 	watching := q.query.Get("watch")
 	switch {
