@@ -11,8 +11,9 @@ package transport_test
 // Nothing on the rig's clock fires by itself: virtual time moves only when
 // the test advances it, or when the rig's autopilot does. The autopilot
 // moves it while kretry waits on it, and only then:
-//   - kretry sleeps (a backoff, the GOAWAY spread, the hold of a 410): time
-//     jumps to the end of the earliest sleep;
+//   - kretry sleeps (a backoff, the GOAWAY spread, the hold of a 410) with
+//     none of its attempts waiting for an answer: time jumps to the end of
+//     the earliest sleep;
 //   - kretry waits on something the rig holds (a request an apiserver
 //     never answers or answers late, a connection the front keeps silent or
 //     slow): time jumps to the next thing due, a bound of kretry's (the
@@ -27,15 +28,19 @@ package transport_test
 // reached an apiserver, an event reached the caller, kretry sleeps), each
 // bounded by rigHang of real time, never on a real sleep.
 //
-// The autopilot assumes one stream or request of kretry's at a time is
-// waiting: several watches of one test wait in step only under the test's
-// own hand.
+// kretry's sleeps are what it asks of Config.Clock with NewTimer, After or
+// Sleep; its bounds, on what it has in flight, what it asks with AfterFunc.
+// A sleep asked while one of its attempts is on the wire unanswered
+// (rigTap counts them) is left alone like a bound. The autopilot assumes
+// one stream or request of kretry's at a time is waiting: several watches
+// of one test wait in step only under the test's own hand.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -86,6 +91,8 @@ type rig struct {
 	pki     *rigPKI
 	pilot   bool
 	wg      sync.WaitGroup
+
+	inFlight atomic.Int64 // kretry's attempts waiting for their answers (rigTap)
 }
 
 // rigHold is something kretry waits on that only the rig's clock moves on:
@@ -195,7 +202,9 @@ func (r *rig) fly() {
 			}
 			continue
 		}
-		if on {
+		// A sleep is kretry's own only while none of its attempts is on
+		// the wire unanswered (and not held, which the step above took).
+		if on && r.inFlight.Load() == 0 {
 			if t := r.clock.next(timerSleep); t != nil {
 				r.clock.advanceTo(t.at)
 				continue
@@ -343,9 +352,27 @@ func (r *rig) restConfig(host string, kc transport.Config, media string) *rest.C
 	}
 	cfg.Dial = r.dial
 	kc.Clock, kc.Observer = r.clock, r.obs
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &rigTap{r: r, next: next} })
 	cfg.Wrap(transport.Wrapper(kc))
 	return cfg
 }
+
+// rigTap sits below kretry and counts its attempts still waiting for their
+// answer's headers.
+type rigTap struct {
+	r    *rig
+	next http.RoundTripper
+}
+
+func (t *rigTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.r.inFlight.Add(1)
+	defer func() { t.r.inFlight.Add(-1); t.r.poke() }()
+	return t.next.RoundTrip(req)
+}
+
+// WrappedRoundTripper lets kretry reach the transport below to close its
+// idle connections (k8s.io/apimachinery/pkg/util/net.CloseIdleConnectionsFor).
+func (t *rigTap) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // clientset is a Clientset over restConfig.
 func (r *rig) clientset(host string, kc transport.Config, media string) *kubernetes.Clientset {
