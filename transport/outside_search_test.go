@@ -63,7 +63,7 @@ type srchRun struct {
 
 func srchTooOld(int) rigAnswer { return answerTooOld(srchS) }
 
-// srchSetup builds the run's rig for c and returns a Clientset through it.
+// srchSetup builds the run's rig for c: A, B and the front.
 func srchSetup(t *testing.T, c srchCase) *srchRun {
 	run := &srchRun{rig: newRig(t)}
 	opts := c.opts
