@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,9 +56,14 @@ type rigRequest struct {
 	path  string
 	query url.Values
 	conn  int // the connection it came on, numbered from 1 in the order accepted
+	seq   int // 1-based, among the requests of every apiserver of the rig, in the order they arrived
 	proto int
 	close bool
 	end   *rigTimer // a watch's timeoutSeconds, on the rig's clock
+	// gone is whether it was answered 410 (a 410 answer or an ERROR 410
+	// event, answerGone), and goneAt when; both under a.mu.
+	gone   bool
+	goneAt time.Duration
 }
 
 func (q *rigRequest) rv() string      { return q.query.Get("resourceVersion") }
@@ -177,6 +183,7 @@ func (a *rigServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer q.end.Stop()
 	}
 	a.mu.Lock()
+	q.seq = int(a.r.requestSeq.Add(1))
 	a.kinds[q.kind]++
 	q.n = a.kinds[q.kind]
 	a.reqs = append(a.reqs, q)
@@ -208,6 +215,115 @@ func (a *rigServer) requests(kinds ...string) []*rigRequest {
 // resumes are the watches at another resourceVersion than rigInitialRV.
 func (a *rigServer) resumes() []*rigRequest {
 	return slices.DeleteFunc(a.requests("watch"), func(q *rigRequest) bool { return q.rv() == strconv.Itoa(rigInitialRV) })
+}
+
+// ---- the connections a watch's resumes came on ----------------------------
+
+// rigConns is how the resumes of a test's one watch came to the rig's
+// apiservers, connection by connection (see wantRides).
+type rigConns struct {
+	fresh map[*rigServer]int // resumes that were the first request on their connection, by apiserver
+	rides int                // resumes that rode the connection a 410 came on (HTTP/2)
+	// searched is the Observer's expired-resume retries but the rides:
+	// the retries of the search that went to a new connection, whether or
+	// not it reached an apiserver (a front may close it or keep it silent).
+	searched int
+	trail    []string
+}
+
+// at is how many new connections to a carried a resume.
+func (c rigConns) at(a *rigServer) int { return c.fresh[a] }
+
+func (c rigConns) String() string {
+	var at []string
+	for a, n := range c.fresh {
+		at = append(at, fmt.Sprintf("%s %d", a.name, n))
+	}
+	slices.Sort(at)
+	return fmt.Sprintf("resumes on new connections %v, rides %d, search retries to a new connection %d: %v", at, c.rides, c.searched, c.trail)
+}
+
+// wantRides summarizes the resumes (rigServer.resumes) every apiserver of
+// the rig received, connection by connection, and checks that each came on
+// a new connection, one that had carried no request before it (the lost
+// stream's included), but for HTTP/2's ride. The search's retry after a
+// 410 that came over a connection C asks for C to be retired (Connection:
+// close), and golang.org/x/net/http2, which picks a connection before it
+// looks at that, sends it on C once more: the same apiserver answers it 410
+// at once, C is retired, and the retry after it dials. So over HTTP/2, and
+// only there, a connection whose resume was answered 410 may carry one more
+// resume, the ride: the very next request the rig's apiservers received,
+// sent at the instant of that 410 and answered 410 at once (no virtual
+// time between); never a third. Over HTTP/1.1 every resume is on a new
+// connection. Either way the first resume after the lost connection is on
+// a new one. It is for tests with one watch.
+func (r *rig) wantRides(t *testing.T) rigConns {
+	t.Helper()
+	r.mu.Lock()
+	servers := slices.Clone(r.servers)
+	r.mu.Unlock()
+	var all []rigRequest // a copy of each, its answer as it is now
+	for _, a := range servers {
+		a.mu.Lock()
+		for _, q := range a.reqs {
+			all = append(all, *q)
+		}
+		a.mu.Unlock()
+	}
+	slices.SortFunc(all, func(x, y rigRequest) int { return x.seq - y.seq })
+	type conn struct {
+		a *rigServer
+		n int
+	}
+	carried := map[conn][]int{} // the requests each connection carried, by index into all
+	c := rigConns{fresh: map[*rigServer]int{}, searched: r.obs.expired()}
+	var bad []string
+	for i, q := range all {
+		k := conn{q.a, q.conn}
+		before := carried[k]
+		carried[k] = append(before, i)
+		if q.kind != "watch" || q.rv() == strconv.Itoa(rigInitialRV) {
+			continue
+		}
+		what := fmt.Sprintf("%s conn#%d @%v", q.a.name, q.conn, q.at)
+		if len(before) == 0 {
+			c.fresh[q.a]++
+		} else {
+			what = "ride " + what
+			prev := all[before[len(before)-1]]
+			var why string
+			switch {
+			case q.proto != 2:
+				why = fmt.Sprintf("over HTTP/%d, where every resume is on a new connection", q.proto)
+			case len(before) > 1:
+				why = fmt.Sprintf("the connection's request %d: at most one resume rides a connection", len(before)+1)
+			case prev.kind != "watch" || prev.rv() == strconv.Itoa(rigInitialRV):
+				why = "on the connection of the " + prev.kind + " at rv " + prev.rv() + ", not of a resume"
+			case !prev.gone:
+				why = "on the connection of a resume not answered 410"
+			case before[0] != i-1:
+				why = fmt.Sprintf("not the request right after the 410 on its connection (%v)", all[i-1].String())
+			case q.at != prev.goneAt:
+				why = fmt.Sprintf("sent %v after the 410 on its connection, want at once", q.at-prev.goneAt)
+			case !q.gone || q.goneAt != q.at:
+				why = "not answered 410 at once"
+			}
+			if why != "" {
+				bad = append(bad, what+": "+why)
+			} else {
+				c.rides++
+			}
+		}
+		if q.gone {
+			what += fmt.Sprintf(" 410@%v", q.goneAt)
+		}
+		c.trail = append(c.trail, what)
+	}
+	c.searched -= c.rides
+	for _, b := range bad {
+		t.Errorf("a resume reused a connection: %s; %v", b, c)
+	}
+	return c
 }
 
 func (a *rigServer) acceptedConns() int {
@@ -408,6 +524,9 @@ func answerStatus(code int, reason metav1.StatusReason, msg string) rigAnswer {
 // watch of an apiserver with serverOpts.event, else a 410 answer.
 func answerGone(msg string) rigAnswer {
 	return func(w http.ResponseWriter, _ *http.Request, q *rigRequest) {
+		q.a.mu.Lock()
+		q.gone, q.goneAt = true, q.a.r.clock.elapsed()
+		q.a.mu.Unlock()
 		if !q.a.opts.event || !strings.HasPrefix(q.kind, "watch") {
 			writeStatus(w, http.StatusGone, metav1.StatusReasonExpired, msg)
 			return

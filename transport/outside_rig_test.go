@@ -92,7 +92,8 @@ type rig struct {
 	pilot   bool
 	wg      sync.WaitGroup
 
-	inFlight atomic.Int64 // kretry's attempts waiting for their answers (rigTap)
+	inFlight   atomic.Int64 // kretry's attempts waiting for their answers (rigTap)
+	requestSeq atomic.Int64 // the requests its apiservers received (rigRequest.seq)
 }
 
 // rigHold is something kretry waits on that only the rig's clock moves on:
