@@ -9,6 +9,13 @@ package transport_test
 // refuses, accepts and closes, or accepts and hangs. A and B share one
 // certificate, so kretry cannot tell them apart by it. Helpers are prefixed
 // "srch". Times are the rig's virtual ones; counts are preferred to them.
+//
+// The resumes at an apiserver are counted by the new connections they came
+// on (rig.wantRides, which checks every resume of a run): over HTTP/1.1
+// every resume is on a new connection; over HTTP/2 the search's retry
+// after a 410 first rides the connection that 410 came on to retire it
+// (answered 410 at once by the same apiserver, and counted by the Observer
+// as an expired-resume retry like any), and the retry after it dials.
 
 import (
 	"fmt"
@@ -38,13 +45,13 @@ const (
 	srchHang           // accepted, never answered
 )
 
-// srchCase is one run: what A answers its n-th watch with (nil: what B
-// would), where the n-th new connection after the loss goes (since: the
+// srchCase is one run: what A answers a watch q with (nil: what B would),
+// where the n-th new connection after the loss goes (since: the
 // time since the loss), how long nothing listens after it, how long A sits
 // behind the balancer's own 503 after it, and the client's retry budget.
 type srchCase struct {
 	opts        serverOpts
-	fresh       func(n int) rigAnswer
+	fresh       func(q *rigRequest) rigAnswer
 	route       func(n int, since time.Duration) srchKind
 	refused     time.Duration
 	balancer503 time.Duration
@@ -61,7 +68,7 @@ type srchRun struct {
 	broke time.Duration
 }
 
-func srchTooOld(int) rigAnswer { return answerTooOld(srchS) }
+func srchTooOld(*rigRequest) rigAnswer { return answerTooOld(srchS) }
 
 // srchSetup builds the run's rig for c: A, B and the front.
 func srchSetup(t *testing.T, c srchCase) *srchRun {
@@ -76,7 +83,7 @@ func srchSetup(t *testing.T, c srchCase) *srchRun {
 		case c.balancer503 > 0 && run.since() < c.balancer503:
 			return answerBalancer503
 		case c.fresh != nil:
-			return c.fresh(len(run.a.requests("watch")))
+			return c.fresh(q)
 		}
 		return nil
 	})
@@ -154,18 +161,6 @@ func (run *srchRun) wantBoundedGone(t *testing.T) {
 	}
 }
 
-// wantOwnConnections checks that every resume at A came on a new connection.
-func (run *srchRun) wantOwnConnections(t *testing.T) {
-	t.Helper()
-	conns := map[int]bool{}
-	for _, q := range run.a.resumes() {
-		conns[q.conn] = true
-	}
-	if n := len(run.a.resumes()); len(conns) != n {
-		t.Errorf("want every resume on a new connection: %d resumes on %d connections", n, len(conns))
-	}
-}
-
 var (
 	srchAll = []variant{
 		{"http1/status-410", serverOpts{plain: true}},
@@ -188,7 +183,8 @@ func srchAThenB(n int, _ time.Duration) srchKind {
 func srchOnlyA(int, time.Duration) srchKind { return srchToA }
 
 // (1) The first reopen reaches A through a balancer that took 3.2 s (no
-// failure before it): the search is made, its retry reaches B.
+// failure before it): the search is made, its retry reaches B (over HTTP/2
+// the one after the ride of A's connection).
 func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
@@ -199,8 +195,8 @@ func TestOutsideSearchSlowFirstAnswer(t *testing.T) {
 			return srchToB
 		}})
 		r.wantResumed(t)
-		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 || len(r.f.routed()) != 2 {
-			t.Errorf("want one resume at A, one at B, on two new connections: %v", r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 1 || len(r.f.routed()) != 2 {
+			t.Errorf("want one resume at A, one at B, on two new connections: %v; %v", r, c)
 		}
 	})
 }
@@ -224,8 +220,8 @@ func TestOutsideSearchRefusedBriefly(t *testing.T) {
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, refused: time.Second, route: srchAThenB})
 		r.wantResumed(t)
-		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 {
-			t.Errorf("want one resume at A, then one at B: %v", r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 1 {
+			t.Errorf("want one resume at A, then one at B, each on a new connection: %v; %v", r, c)
 		}
 	})
 }
@@ -264,31 +260,31 @@ func TestOutsideSearchAcceptedThenEOF(t *testing.T) {
 			eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 				r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: srchEOFThen(eof)})
 				r.wantResumed(t)
-				if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 {
-					t.Errorf("want one resume at A, then one at B: %v", r)
+				if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 1 {
+					t.Errorf("want one resume at A, then one at B, each on a new connection: %v; %v", r, c)
 				}
 			})
 		})
 	}
 }
 
-// (4) A answers the same S 25 times (no B reachable): at most 20 new
-// connections for the search, each retry on its own connection, then the
-// 410, within the bound.
+// (4) A answers the same S on its first 25 connections (no B reachable):
+// at most 20 new connections for the search, each retry on its own
+// connection (over HTTP/2, but for the ride of the connection the last 410
+// came on), then the 410, within the bound.
 func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
-		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(n int) rigAnswer {
-			if n <= 25 {
+		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(q *rigRequest) rigAnswer {
+			if q.conn <= 25 {
 				return answerTooOld(srchS)
 			}
 			return nil
 		}})
 		r.wantBoundedGone(t)
-		if n := len(r.a.resumes()); n < 2 || n > 21 || len(r.f.routed()) > 21 {
-			t.Errorf("want 2..21 resumes at A on at most 21 new connections: %v", r)
+		if c := r.wantRides(t); c.at(r.a) < 2 || c.at(r.a) > 21 || len(r.f.routed()) > 21 {
+			t.Errorf("want resumes at A on 2..21 new connections, at most 21 routed: %v; %v", r, c)
 		}
-		r.wantOwnConnections(t)
 	})
 }
 
@@ -296,8 +292,8 @@ func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 func TestOutsideSearchDifferentS(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
-		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(n int) rigAnswer {
-			switch n {
+		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(q *rigRequest) rigAnswer {
+			switch q.n {
 			case 1:
 				return answerTooOld(srchS)
 			case 2:
@@ -316,8 +312,9 @@ func TestOutsideSearchDifferentS(t *testing.T) {
 	})
 }
 
-// (6) The search's retry is accepted and never answered: the 410 is
-// handed over within the bound of the first 410.
+// (6) The search's retry (over HTTP/2 the one after the ride of A's
+// connection) is accepted and never answered: the 410 is handed over
+// within the bound of the first 410.
 func TestOutsideSearchSilentRetry(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
@@ -331,8 +328,8 @@ func TestOutsideSearchSilentRetry(t *testing.T) {
 			return srchToB
 		}})
 		r.wantBoundedGone(t)
-		if len(r.a.resumes()) != 1 || len(r.f.routed()) < 2 {
-			t.Errorf("want one resume at A, then the silent retry: %v", r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || len(r.f.routed()) < 2 {
+			t.Errorf("want one resume at A, then the silent retry: %v; %v", r, c)
 		}
 	})
 }
@@ -342,7 +339,7 @@ func TestOutsideSearchCompactionMessage(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, route: srchAThenB,
-			fresh: func(int) rigAnswer { return answerGone(srchCompacted) }})
+			fresh: func(*rigRequest) rigAnswer { return answerGone(srchCompacted) }})
 		at := r.wantGone(t)
 		res := r.a.resumes()
 		if len(res) != 1 || len(r.b.resumes()) != 0 || r.obs.expired() != 0 {
