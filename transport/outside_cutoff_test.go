@@ -6,7 +6,10 @@ package transport_test
 // connections when something accepted a failed reopening, and not at all
 // when every failed reopening was refused. Written from the docs only,
 // through a real Clientset and the search tests' rig (srchWatch,
-// outside_search_test.go).
+// outside_search_test.go). The search's retries are counted by the new
+// connections they went to (rig.wantRides): over HTTP/2 the Observer's
+// expired-resume retries also count the rides, each retry's ride of the
+// connection the 410 before it came on.
 
 import (
 	"testing"
@@ -32,23 +35,23 @@ func TestOutsideCutoffEOFThenFreshThenHolder(t *testing.T) {
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: cutEOFThen(3500*time.Millisecond, cutAThenB)})
 		r.wantResumed(t)
-		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 || r.obs.expired() < 1 || r.obs.expired() > cutMaxShort {
-			t.Errorf("want one resume at A, one at B, 1..%d expired-resume retries: %v", cutMaxShort, r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 1 || c.searched < 1 || c.searched > cutMaxShort {
+			t.Errorf("want one resume at A, one at B, 1..%d expired-resume retries to a new connection: %v; %v", cutMaxShort, r, c)
 		}
 	})
 }
 
 // (2) Accepted and closed for 4 s, then only A (same S): one 410 within
-// the bound, after at most 6 search retries, each on a new connection.
+// the bound, after at most 6 search retries, each on a new connection
+// (over HTTP/2 each after the ride of the connection before).
 func TestOutsideCutoffEOFThenOnlyFresh(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
 		r := srchWatch(t, srchCase{opts: opts, fresh: srchTooOld, route: cutEOFThen(4*time.Second, func(int) srchKind { return srchToA })})
 		r.wantBoundedGone(t)
-		if n := r.obs.expired(); n < 1 || n > cutMaxShort || len(r.a.resumes()) != n+1 {
-			t.Errorf("want 1..%d expired-resume retries and one more resume at A than retries: %v", cutMaxShort, r)
+		if c := r.wantRides(t); c.searched < 1 || c.searched > cutMaxShort || c.at(r.a) != c.searched+1 {
+			t.Errorf("want 1..%d expired-resume retries to a new connection and one more new connection at A than them: %v; %v", cutMaxShort, r, c)
 		}
-		r.wantOwnConnections(t)
 	})
 }
 
@@ -80,8 +83,8 @@ func TestOutsideCutoffRefusedThenEOFThenSearch(t *testing.T) {
 				return srchToB
 			}})
 		r.wantResumed(t)
-		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 1 || r.obs.expired() != 1 {
-			t.Errorf("want one resume at A, one at B, one expired-resume retry: %v", r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 1 || c.searched != 1 {
+			t.Errorf("want one resume at A, one at B, one expired-resume retry to a new connection: %v; %v", r, c)
 		}
 	})
 }
@@ -110,8 +113,9 @@ func TestOutsideCutoffBalancer503ThenSearch(t *testing.T) {
 }
 
 // (6a) Cut off through a balancer (EOF for 4 s), then A, then a search
-// retry that is accepted and never answered: the 410 still reaches the
-// caller once, within the bound of the first 410.
+// retry (over HTTP/2 the one after the ride of A's connection) that is
+// accepted and never answered: the 410 still reaches the caller once,
+// within the bound of the first 410.
 func TestOutsideCutoffSilentShortRetry(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
@@ -122,8 +126,8 @@ func TestOutsideCutoffSilentShortRetry(t *testing.T) {
 			return srchHang
 		})})
 		r.wantBoundedGone(t)
-		if len(r.a.resumes()) != 1 || len(r.b.resumes()) != 0 {
-			t.Errorf("want one resume at A, none at B: %v", r)
+		if c := r.wantRides(t); c.at(r.a) != 1 || c.at(r.b) != 0 {
+			t.Errorf("want one resume at A, none at B: %v; %v", r, c)
 		}
 	})
 }
