@@ -8,7 +8,11 @@ package transport_test
 // certificate or plain HTTP keeps the old search. Written from the contract
 // only. The rig's apiservers (outside_rig_test.go), each with its own leaf
 // certificate from the rig's CA, sit behind its front, which the test
-// routes and cuts. Helpers are prefixed "idt".
+// routes and cuts. Helpers are prefixed "idt". The resumes at an apiserver
+// are counted by the new connections they came on (rig.wantRides): over
+// HTTP/2 the search's retry after a 410 first rides the connection it came
+// on to retire it, answered 410 at once by the same apiserver, and the
+// retry after it dials.
 
 import (
 	"sync"
@@ -127,8 +131,10 @@ func TestOutsideIdentity(t *testing.T) {
 		prepare func(s *idtSetup)
 		route   func(s *idtSetup) func(int) rigHop
 		resumed bool // the watch resumes; otherwise one 410 reaches the caller
-		a, b    int  // the resumes A and B must see
-		within  time.Duration
+		// a, b are the new connections A and B must see resumes on: their
+		// resumes, but for HTTP/2's rides (rig.wantRides)
+		a, b   int
+		within time.Duration
 	}{
 		// (1) Fast pace: A leaves the front; every new connection reaches
 		// B, which answers 410 with another certificate: handed over at
@@ -207,8 +213,9 @@ func TestOutsideIdentity(t *testing.T) {
 				} else if at := s.w.wantGone(t, rigBreakRV, s.String()); tc.within != whenever && at-cut > tc.within {
 					t.Errorf("the 410 took %v after the cut, want at most %v", at-cut, tc.within)
 				}
-				if a, b := len(s.a.resumes()), len(s.b.resumes()); a != tc.a || b != tc.b {
-					t.Errorf("resumes: A %d, B %d; want A %d, B %d; %v", a, b, tc.a, tc.b, s)
+				c := s.wantRides(t)
+				if a, b := c.at(s.a.rigServer), c.at(s.b.rigServer); a != tc.a || b != tc.b {
+					t.Errorf("resumes on new connections: A %d, B %d; want A %d, B %d; %v; %v", a, b, tc.a, tc.b, c, s)
 				}
 			})
 		})
@@ -244,9 +251,10 @@ func TestOutsideIdentitySharedCertSearches(t *testing.T) {
 		cut := s.follow(rigBreakRV, func() { s.reroute(always(hopTo(s.b.rigServer)), s.a) })
 		s.w.waitSettled()
 		d := s.w.wantGone(t, rigBreakRV, s.String()) - cut
-		t.Logf("search: %d resumes at B, 410 %v after the cut", len(s.b.resumes()), d)
-		if n := len(s.b.resumes()); n < 2 || n > idtMaxNew+1 {
-			t.Errorf("want a search (2..%d resumes at B): %d; %v", idtMaxNew+1, n, s)
+		c := s.wantRides(t)
+		t.Logf("search: %d resumes at B on %d new connections, 410 %v after the cut", len(s.b.resumes()), c.at(s.b.rigServer), d)
+		if n := c.at(s.b.rigServer); n < 2 || n > idtMaxNew+1 {
+			t.Errorf("want a search (resumes at B on 2..%d new connections): %d; %v; %v", idtMaxNew+1, n, c, s)
 		}
 		if d > idtBound+idtSlack {
 			t.Errorf("the 410 took %v after the cut, want at most %v", d, idtBound)
