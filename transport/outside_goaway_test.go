@@ -356,7 +356,9 @@ func TestOutsideGoAwayFleetSpreads(t *testing.T) {
 // from the lost connection, so this client is not cut off). Control: the
 // 410 comes 3 s or more after the spread's end and every failed reopening
 // was refused: cut off, the 410 is handed over with no retry. Which of the
-// two is expected is decided from when A2 was reached.
+// two is expected is decided from when A2 was reached. The search's retry
+// first rides A2's connection to retire it (HTTP/2: answered 410 at once
+// by A2, rig.wantRides), then dials the new connection that reaches B.
 func TestOutsideGoAwaySearchAfterSpread(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
@@ -396,10 +398,11 @@ func TestOutsideGoAwaySearchAfterSpread(t *testing.T) {
 			if v.refuse > 0 && r.refusedDials() == 0 {
 				t.Errorf("want a refused reopening first: %s", rep)
 			}
+			c := r.wantRides(t)
 			if tA2 < cutOff {
 				w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
-				if len(r.b.resumes()) != 1 || len(a2reqs) != 1 || r.obs.expired() < 1 {
-					t.Errorf("want one 410 at A2, then the search's retry resumed at B: %s", rep)
+				if c.at(r.b) != 1 || c.at(a2) != 1 || c.searched < 1 {
+					t.Errorf("want one 410 at A2 (a new connection), then the search's retry resumed at B: %s; %v", rep, c)
 				}
 				return
 			}
