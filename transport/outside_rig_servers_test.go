@@ -286,6 +286,9 @@ func (r *rig) wantRides(t *testing.T) rigConns {
 			continue
 		}
 		what := fmt.Sprintf("%s conn#%d @%v", q.a.name, q.conn, q.at)
+		if q.close {
+			what += " Connection: close"
+		}
 		if len(before) == 0 {
 			c.fresh[q.a]++
 		} else {
