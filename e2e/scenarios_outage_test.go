@@ -171,8 +171,8 @@ type outageClient struct {
 }
 
 // newOutageClient is newClient with request logs: the caller's log is outermost, the wire's sits
-// below kretry. kretry's Config is the zero one but for OnRetry, which only writes each retry to
-// the timeline.
+// below kretry. kretry's Config is the zero one but for an Observer, which only writes each retry
+// to the timeline.
 func newOutageClient(addr string, withKretry bool, tl *timeline) *outageClient {
 	c := &outageClient{client: &client{cfg: cluster.ConfigFor(addr, apiserver.Admin), wire: &counter{}, caller: &counter{}, kretry: withKretry}, name: "stock"}
 	if withKretry {
@@ -183,14 +183,22 @@ func newOutageClient(addr string, withKretry bool, tl *timeline) *outageClient {
 	if withKretry {
 		wireLog := &requestLog{who: "kretry wire", tl: tl}
 		c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { wireLog.next = rt; return wireLog })
-		c.cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(r transport.Retry) {
-			tl.add("kretry retry", fmt.Sprintf("%s (%s), wait %v, rv=%q", r.Reason, short(r.Cause), r.Wait.Round(time.Millisecond), r.ResourceVersion))
-		}}))
+		c.cfg.Wrap(transport.Wrapper(transport.Config{Observer: timelineRetries{tl}}))
 	}
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.caller.next = rt; return c.caller })
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.callerLog.next = rt; return c.callerLog })
 	return c
 }
+
+// timelineRetries is a transport.Observer that writes each retry to the timeline.
+type timelineRetries struct{ tl *timeline }
+
+func (o timelineRetries) ObserveRetry(r transport.RetryEvent) {
+	o.tl.add("kretry retry", fmt.Sprintf("%s %s (code %d, resume %v), wait %v", r.Verb, r.Reason, r.Code, r.Resume, r.Wait.Round(time.Millisecond)))
+}
+func (timelineRetries) ObserveAttempt(transport.AttemptEvent)      {}
+func (timelineRetries) ObserveGiveUp(transport.GiveUpEvent)        {}
+func (timelineRetries) ObserveBudgetRefusal(transport.BudgetEvent) {}
 
 // timeline is the scenario's log, each line timed from its start.
 type timeline struct {

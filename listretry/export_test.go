@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/policy"
@@ -26,35 +25,46 @@ func Held(body io.ReadCloser) int {
 	return -1
 }
 
-// TestConfig is Config with what package transport shares (see Share): the
-// tests set a virtual clock and listen to the hooks and resumes.
+// TestConfig is Config with what package transport builds the Client it
+// hands down from: the tests set a virtual clock and hear the resumes.
 type TestConfig struct {
 	Policy      *policy.Policy
 	BufferSize  int64
 	Hold        bool
-	Hooks       policy.Hooks
 	OnResume    func(context.Context, Resume)
-	GiveUpError func(attempts int, elapsed time.Duration, last error) error
+	GiveUpError func(*establish.GiveUpError) error
 }
 
-// NewForTest is New with what package transport would share.
+// NewForTest is New over a Client built as package transport builds one.
 func NewForTest(next http.RoundTripper, cfg TestConfig) http.RoundTripper {
-	rt := New(next, Config{BufferSize: cfg.BufferSize, Hold: cfg.Hold})
-	hooks := cfg.Hooks
-	hooks.ListResume = cfg.OnResume
-	rt.(establish.Sharer).Share(establish.Shared{Policy: cfg.Policy, Hooks: hooks, GiveUpError: cfg.GiveUpError})
-	return rt
+	if cfg.Policy == nil {
+		cfg.Policy = policy.New(policy.Config{})
+	}
+	client := &establish.Client{Next: next, Policy: cfg.Policy, Report: onResume(cfg.OnResume), GiveUpError: cfg.GiveUpError}
+	return New(client, Config{BufferSize: cfg.BufferSize, Hold: cfg.Hold})
 }
+
+// onResume is a Reporter that hears LIST resumes only.
+type onResume func(context.Context, Resume)
+
+func (f onResume) ListResume(ctx context.Context, r Resume) {
+	if f != nil {
+		f(ctx, r)
+	}
+}
+func (onResume) Attempt(context.Context, establish.Attempt) {}
+func (onResume) Retry(context.Context, establish.Retry)     {}
+func (onResume) GiveUp(context.Context, establish.GiveUp)   {}
 
 // Resume and its outcomes are the reports of LIST body resumes.
-type Resume = policy.ListResume
+type Resume = establish.ListResume
 
 const (
-	ResumeResumed  = policy.ListResumed
-	ResumeMismatch = policy.ListResumeMismatch
-	ResumeGone     = policy.ListResumeGone
-	ResumeGaveUp   = policy.ListResumeGaveUp
+	ResumeResumed  = establish.ListResumed
+	ResumeMismatch = establish.ListMismatch
+	ResumeGone     = establish.ListGone
+	ResumeGaveUp   = establish.ListGaveUp
 )
 
 // ResumeOutcome is what a LIST body resume came to.
-type ResumeOutcome = policy.ListResumeOutcome
+type ResumeOutcome = establish.ListOutcome

@@ -4,17 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/kretry/kretry/listretry"
-	"github.com/kretry/kretry/transport"
 )
 
-// TestGiveUpIsTransportGiveUpError: a caller of New outside this module
-// cannot name the internal give-up type, so both give-ups, of the request
-// and of a body whose resume failed, must reach it as the public
-// *transport.GiveUpError, with what it unwraps to kept.
-func TestGiveUpIsTransportGiveUpError(t *testing.T) {
+// TestGiveUpStandalone: New used without package transport gives up as it
+// does through it, by message and errors.Is: the request's give-up does
+// not unwrap to its last error (client-go must not retry it), a body's
+// give-up unwraps to the very break. (Through package transport both are a
+// *transport.GiveUpError: transport's TestGiveUpErrorIsPublic.)
+func TestGiveUpStandalone(t *testing.T) {
 	body := configMaps(60, "", "application/json")
 	const cut = 6000
 	breakErr := fmt.Errorf("read tcp: %w", io.ErrUnexpectedEOF)
@@ -23,9 +24,8 @@ func TestGiveUpIsTransportGiveUpError(t *testing.T) {
 		s := newServer(t, answer{code: 200, body: items(50), cut: 10, err: io.ErrUnexpectedEOF})
 		rt, _ := newList(s, listretry.TestConfig{})
 		resp, err := rt.RoundTrip(listRequest(t))
-		var giveUp *transport.GiveUpError
-		if resp != nil || !errors.As(err, &giveUp) || giveUp.Last != io.ErrUnexpectedEOF || giveUp.Attempts != 7 { //nolint:errorlint
-			t.Fatalf("RoundTrip = %v, %v; want a *transport.GiveUpError after 7 attempts", resp, err)
+		if resp != nil || err == nil || !strings.HasPrefix(err.Error(), "kretry: gave up after 7 attempts in ") {
+			t.Fatalf("RoundTrip = %v, %v; want a give-up after 7 attempts", resp, err)
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("the request's give-up %v unwraps to its last error; only a refusal or a body's break should", err)
@@ -33,16 +33,14 @@ func TestGiveUpIsTransportGiveUpError(t *testing.T) {
 	})
 	t.Run("body", func(t *testing.T) {
 		s := newServer(t, answer{code: 200, body: body, cut: cut, err: breakErr}, answer{code: 200, body: changed, cut: -1})
-		rt, _ := newList(s, listretry.TestConfig{})
-		resp, err := rt.RoundTrip(listRequest(t))
+		resp, err := listretry.New(s.mock, listretry.Config{}).RoundTrip(listRequest(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		_, err = io.ReadAll(resp.Body)
-		var giveUp *transport.GiveUpError
-		if !errors.As(err, &giveUp) || giveUp.Last != breakErr || giveUp.Attempts != 2 || !errors.Is(giveUp, io.ErrUnexpectedEOF) { //nolint:errorlint
-			t.Fatalf("read error %v, want a *transport.GiveUpError after 2 requests that unwraps to the break", err)
+		if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "kretry: gave up after 2 attempts in ") {
+			t.Fatalf("read error %v, want a give-up that unwraps to the break", err)
 		}
 	})
 }

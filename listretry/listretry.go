@@ -30,44 +30,31 @@ type Config struct {
 // New returns a RoundTripper that retries every request it is given, which
 // must be an idempotent GET (a LIST, or a single-object GET), through next,
 // with the recommended policy (package transport's zero Config). Package
-// transport decides which requests get here. A give-up (the retries of
-// connection failures spent, or a LIST body whose resume did not succeed)
-// is reachable with errors.As as a *transport.GiveUpError.
+// transport decides which requests get here, and builds the next it is given
+// so that all its RoundTrippers share one policy, retry budget and
+// Observer. A give-up (the retries of connection failures spent, or a LIST
+// body whose resume did not succeed) is a *transport.GiveUpError when
+// package transport built the RoundTripper, and otherwise an error with the
+// same message that errors.Is sees the same way.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = DefaultBufferSize
 	}
-	rt := &roundTripper{bufferSize: cfg.BufferSize, hold: cfg.Hold}
-	rt.client = &establish.Client{Next: next}
-	rt.Share(establish.Shared{})
-	return rt
-}
-
-// Share sets the policy, hooks and body give-up package transport shares
-// between the RoundTrippers it builds (see establish.Sharer).
-func (rt *roundTripper) Share(shared establish.Shared) {
-	if shared.Policy == nil {
-		shared.Policy = policy.New(policy.Config{})
-	}
-	rt.client.Policy, rt.client.Hooks = shared.Policy, shared.Hooks
-	rt.policy, rt.hooks, rt.giveUpError = shared.Policy, shared.Hooks, shared.GiveUpError
+	return &roundTripper{client: establish.For(next), bufferSize: cfg.BufferSize, hold: cfg.Hold}
 }
 
 type roundTripper struct {
-	client      *establish.Client
-	policy      *policy.Policy
-	bufferSize  int64
-	hold        bool
-	hooks       policy.Hooks
-	giveUpError func(int, time.Duration, error) error
+	client     *establish.Client
+	bufferSize int64
+	hold       bool
 }
 
 // RoundTrip sends req until the policy hands its answer over: a streamed
 // body with its head read, or a held one read whole (up to the bound).
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	tracker := rt.policy.NewTracker()
-	started := rt.policy.Clock().Now()
-	resp, attempts, err := rt.client.DoCounted(req, tracker, func(resp *http.Response) error { return rt.prepare(req, tracker, resp, started) })
+	tracker := rt.client.Policy.NewTracker()
+	started := rt.client.Policy.Clock().Now()
+	resp, attempts, err := rt.client.Do(req, tracker, func(resp *http.Response) error { return rt.prepare(req, tracker, resp, started) })
 	if body, ok := respBody(resp).(*streamBody); ok {
 		body.attempts = attempts
 	}

@@ -117,11 +117,8 @@ func (b *streamBody) giveUp(err error) error {
 	if b.req.Context().Err() != nil {
 		return err
 	}
-	attempts, elapsed := b.attempts, b.rt.policy.Clock().Since(b.started)
-	if b.rt.giveUpError != nil {
-		return b.rt.giveUpError(attempts, elapsed, err)
-	}
-	return &establish.GiveUpError{Attempts: attempts, Elapsed: elapsed, Last: err, Body: true}
+	client := b.rt.client
+	return client.GiveUp(&establish.GiveUpError{Attempts: b.attempts, Elapsed: client.Policy.Clock().Since(b.started), Last: err, Body: true})
 }
 
 // Read hands over the head, then the connection's bytes, resuming after a
@@ -221,7 +218,7 @@ func (b *streamBody) withinLength(n int, err error) (int, error) {
 // resumable reports whether a break may be resumed: not when the caller's
 // context ended, nor after Close.
 func (b *streamBody) resumable(err error) bool {
-	if b.req.Context().Err() != nil || policy.ClassifyBodyError(err) == policy.Deliver {
+	if b.req.Context().Err() != nil || !policy.BodyBreak(err) {
 		return false
 	}
 	b.mu.Lock()
@@ -231,10 +228,11 @@ func (b *streamBody) resumable(err error) bool {
 
 // resume asks for the list again at its resourceVersion until an answer
 // begins with the delivered bytes, and makes it the current one. It
-// returns false when the caller must get the break instead: the window or
-// the deadline ended, a 410, a mismatch, Close.
+// returns false when the caller must get the break instead: the policy gave
+// up (the window, the deadline), a 410, a mismatch, Close.
 func (b *streamBody) resume(breakErr error) bool {
-	clock := b.rt.policy.Clock()
+	client := b.rt.client
+	clock := client.Policy.Clock()
 	start := clock.Now()
 	// ctx is the new answer's: it lives until Close, the end of the body,
 	// or the next resume.
@@ -259,60 +257,58 @@ func (b *streamBody) resume(breakErr error) bool {
 	if previous != nil {
 		previous() // the broken answer's
 	}
-	report := policy.ListResume{Path: b.req.URL.Path, Host: b.req.URL.Host, ResourceVersion: b.meta.resourceVersion}
-	done := func(outcome policy.ListResumeOutcome, skipped int64) bool {
+	rv := b.meta.resourceVersion
+	report := establish.ListResume{Path: b.req.URL.Path, Host: b.req.URL.Host, ResourceVersion: rv}
+	done := func(outcome establish.ListOutcome, skipped int64) bool {
 		report.Outcome, report.Skipped, report.Elapsed = outcome, skipped, clock.Since(start)
-		if hook := b.rt.hooks.ListResume; hook != nil {
-			hook(b.req.Context(), report)
-		}
-		return outcome == policy.ListResumed
+		client.Reporter().ListResume(b.req.Context(), report)
+		return outcome == establish.ListResumed
 	}
-	run := establish.Run{ResourceVersion: b.meta.resourceVersion, Since: start}
 	for {
-		decision := b.tracker.ListBreak()
-		hooks := b.rt.hooks
-		if !decision.Retry {
-			if hooks.GiveUp != nil {
-				hooks.GiveUp(ctx, policy.GiveUp{
-					Path: report.Path, Host: report.Host, Reason: decision.Reason(policy.ReasonBrokenBody),
-					Attempts: run.Attempts, Elapsed: clock.Since(start), Resume: true, ResourceVersion: run.ResourceVersion,
-				})
+		decision := b.tracker.Decide(policy.Failure{Kind: policy.ListBodyBroke})
+		since, attempts := b.tracker.Run()
+		if decision.Action != policy.Retry {
+			reason := establish.ReasonBrokenBody
+			if decision.Stop == policy.StoppedByDeadline {
+				reason = establish.ReasonDeadline
 			}
-			return done(policy.ListResumeGaveUp, 0)
-		}
-		if hooks.Retry != nil {
-			hooks.Retry(ctx, policy.Retry{
-				Path: report.Path, Host: report.Host, Reason: policy.ReasonBrokenBody, Cause: "broken body: " + breakErr.Error(),
-				Wait: decision.Wait, Resume: true, Attempts: run.Attempts, Elapsed: clock.Since(start), ResourceVersion: run.ResourceVersion,
+			client.Reporter().GiveUp(ctx, establish.GiveUp{
+				Path: report.Path, Host: report.Host, Reason: reason,
+				Attempts: attempts, Elapsed: clock.Since(since), Resume: true, ResourceVersion: rv,
 			})
+			return done(establish.ListGaveUp, 0)
 		}
+		client.Reporter().Retry(ctx, establish.Retry{
+			Path: report.Path, Host: report.Host, Reason: establish.ReasonBrokenBody, Cause: "broken body: " + breakErr.Error(),
+			Wait: decision.Wait, Resume: true, Attempts: attempts, Elapsed: clock.Since(since), ResourceVersion: rv,
+		})
 		if err := policy.Sleep(ctx, clock, decision.Wait); err != nil {
-			return done(policy.ListResumeGaveUp, 0)
+			return done(establish.ListGaveUp, 0)
 		}
-		// A LIST has no watch deadline to carry: its resume is bounded by the caller's
-		// context, the window and, as a watch reopen is, the wait for an answer.
-		// attemptCtx is this round's answer's: cancelled when the skip stalls.
+		// A LIST has no watch deadline to carry: its resume is bounded by
+		// the caller's context, the window and, as a watch reopen is, the
+		// wait for an answer. attemptCtx is this round's answer's:
+		// cancelled when the skip stalls.
 		attemptCtx, cancelAttempt := context.WithCancel(ctx)
-		resp, sent, err := b.rt.client.Resume(b.resumeRequest(attemptCtx), b.tracker, run, establish.Bounds{AnswerTimeout: policy.AnswerTimeout})
-		run.Attempts += sent
+		resp, sent, err := client.Resume(b.resumeRequest(attemptCtx), b.tracker, rv, establish.Bounds{AnswerTimeout: policy.AnswerTimeout})
 		b.attempts += sent
-		report.Requests = run.Attempts
+		report.Requests += sent
 		if err != nil {
 			cancelAttempt()
-			return done(policy.ListResumeGaveUp, 0)
+			return done(establish.ListGaveUp, 0)
 		}
 		switch {
 		case resp.StatusCode == http.StatusGone:
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
-			return done(policy.ListResumeGone, 0)
+			return done(establish.ListGone, 0)
 		case resp.StatusCode != http.StatusOK || !b.declared.agrees(declaredBy(resp)):
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
 			if resp.StatusCode == http.StatusOK {
-				return done(policy.ListResumeMismatch, 0)
+				return done(establish.ListMismatch, 0)
 			}
-			return done(policy.ListResumeGaveUp, 0)
+			return done(establish.ListGaveUp, 0)
 		}
 		skipped, matched, err := b.skip(resp.Body, cancelAttempt)
 		if err != nil {
@@ -320,21 +316,21 @@ func (b *streamBody) resume(breakErr error) bool {
 			_ = resp.Body.Close()
 			cancelAttempt()
 			if ctx.Err() != nil {
-				return done(policy.ListResumeGaveUp, skipped)
+				return done(establish.ListGaveUp, skipped)
 			}
 			continue
 		}
 		if !matched {
 			establish.DrainAndClose(resp.Body)
 			cancelAttempt()
-			return done(policy.ListResumeMismatch, skipped)
+			return done(establish.ListMismatch, skipped)
 		}
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			_ = resp.Body.Close()
 			cancelAttempt()
-			return done(policy.ListResumeGaveUp, skipped)
+			return done(establish.ListGaveUp, skipped)
 		}
 		b.current = resp.Body
 		b.mu.Unlock()
@@ -342,7 +338,7 @@ func (b *streamBody) resume(breakErr error) bool {
 		// The resumed answer lives on under ctx, which Close and the end
 		// of the body cancel.
 		resumed = true
-		return done(policy.ListResumed, skipped)
+		return done(establish.ListResumed, skipped)
 	}
 }
 
@@ -357,7 +353,7 @@ func (b *streamBody) skip(body io.Reader, stall func()) (skipped int64, matched 
 	defer skipPool.Put(bufp)
 	buf := *bufp
 	var sum uint32
-	clock := b.rt.policy.Clock()
+	clock := b.rt.client.Policy.Clock()
 	for skipped < b.read {
 		timer := clock.AfterFunc(policy.AnswerTimeout, stall)
 		n, err := body.Read(buf[:min(int64(len(buf)), b.read-skipped)])

@@ -68,10 +68,6 @@ type Config struct {
 	// resourceVersion after an undecodable event before the error reaches
 	// the caller; default 3.
 	MaxInvalidFrames int
-	// OnRetry, if set, is called before every retry and every watch
-	// resume, for metrics and logs. Requests call it from their own
-	// goroutines, so it may run concurrently; it must not block.
-	OnRetry func(Retry)
 	// Observer, if set, is told about every attempt, retry, watch resume,
 	// give-up and budget refusal, for metrics: package
 	// github.com/kretry/kretry/metrics implements it with Prometheus
@@ -109,22 +105,6 @@ const (
 	// restarted apiserver whose cache starts past the resume point.
 	ReasonExpiredResume Reason = "expired-resume"
 )
-
-// Retry describes one retry or watch resume kretry is about to make. It
-// never carries credentials, queries or bodies.
-type Retry struct {
-	// Path is the request's URL path.
-	Path string
-	// Reason is why, as a label.
-	Reason Reason
-	// Cause says what failed in detail: an HTTP status ("503"), a watch
-	// ERROR event ("ERROR event 429"), a connection error, a stream break.
-	Cause string
-	// Wait is how long kretry waits before the next attempt.
-	Wait time.Duration
-	// ResourceVersion is the resume point of a watch resume, else "".
-	ResourceVersion string
-}
 
 // RetryBudget sizes the retry budget all the requests of one transport
 // share, in Finagle's shape: retries may add Ratio times the requests of the
@@ -171,6 +151,7 @@ func (c Config) policy() *policy.Policy {
 		MaxRetryAfter:         c.MaxRetryAfter,
 		InternalErrorWindow:   c.InternalErrorWindow,
 		TooManyRequestsWindow: c.TooManyRequestsWindow,
+		MaxInvalidFrames:      c.MaxInvalidFrames,
 		Clock:                 c.Clock,
 		Rand:                  c.Rand,
 		Budget: policy.BudgetConfig{

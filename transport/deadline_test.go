@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,10 +181,8 @@ func TestClientsetSilentReopenIsBounded(t *testing.T) {
 	t.Run("no timeoutSeconds", func(t *testing.T) {
 		server := newScriptedWatches(t, podEvents(false, 11), silent, podEvents(true, 12))
 		clock := fakeclock.New(epoch)
-		var retries []transport.Retry
-		var mu sync.Mutex
-		cs := clientset(t, server.Server, transport.Wrapper(transport.Config{Clock: clock, Rand: func() float64 { return 0.5 },
-			OnRetry: func(r transport.Retry) { mu.Lock(); retries = append(retries, r); mu.Unlock() }}))
+		heard := &recorder{}
+		cs := clientset(t, server.Server, transport.Wrapper(transport.Config{Clock: clock, Rand: func() float64 { return 0.5 }, Observer: heard}))
 		w, err := cs.CoreV1().Pods("ns").Watch(context.Background(), metav1.ListOptions{ResourceVersion: "10"})
 		if err != nil {
 			t.Fatal(err)
@@ -207,10 +206,14 @@ func TestClientsetSilentReopenIsBounded(t *testing.T) {
 				t.Fatalf("no event at %s: the silent reopen was left hanging", want)
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(retries) != 2 || retries[1].Reason != transport.ReasonConnection {
-			t.Errorf("retries %+v, want the resume and one retry of the unanswered reopen", retries)
+		var retries []string
+		for _, line := range heard.lines() {
+			if strings.HasPrefix(line, "resume ") || strings.HasPrefix(line, "retry ") {
+				retries = append(retries, line)
+			}
+		}
+		if len(retries) != 2 || !strings.HasPrefix(retries[1], "resume watch connection 0") {
+			t.Errorf("retries %q, want the resume and one retry of the unanswered reopen", retries)
 		}
 	})
 }

@@ -33,7 +33,7 @@
 // LIST body resume, V(4)
 // one per attempt and per retry, with the path, reason, counts, durations
 // and a watch's resume resourceVersion, never a header value, a query or
-// a body. Config.OnRetry is the older, simpler hook.
+// a body.
 //
 // Config.RetryBudget bounds the load one transport's retries add (see
 // RetryBudget for what spends it and why watch resumes do not); a retry it

@@ -36,9 +36,7 @@ func ExampleWrapper() {
 		// A zero Config is the recommended setup; the shorter first wait
 		// only keeps this example fast.
 		InitialBackoff: 10 * time.Millisecond,
-		OnRetry: func(r transport.Retry) {
-			fmt.Println("retrying", r.Path, "after", r.Cause)
-		},
+		Observer:       retryPrinter{},
 	}))
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 
@@ -51,7 +49,17 @@ func ExampleWrapper() {
 		fmt.Println(pod.Name)
 	}
 	// Output:
-	// retrying /api/v1/namespaces/default/pods after 503
+	// retrying a list after a 503
 	// web-0
 	// web-1
 }
+
+// retryPrinter is a transport.Observer that prints every retry.
+type retryPrinter struct{}
+
+func (retryPrinter) ObserveRetry(e transport.RetryEvent) {
+	fmt.Printf("retrying a %s after a %d\n", e.Verb, e.Code)
+}
+func (retryPrinter) ObserveAttempt(transport.AttemptEvent)      {}
+func (retryPrinter) ObserveGiveUp(transport.GiveUpEvent)        {}
+func (retryPrinter) ObserveBudgetRefusal(transport.BudgetEvent) {}

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -53,29 +52,8 @@ func (e *GiveUpError) Unwrap() error {
 	return establish.Refusal(e.Last)
 }
 
-// bodyGiveUp is the give-up of a LIST body that met the break last.
-func bodyGiveUp(attempts int, elapsed time.Duration, last error) error {
-	return &GiveUpError{Attempts: attempts, Elapsed: elapsed, Last: last, body: true}
-}
-
-func init() { establish.Public = asPublic }
-
-// asPublic is establish.Public: errors.As reaches the give-up of
-// watchretry's and listretry's own RoundTrippers as a *GiveUpError.
-func asPublic(e *establish.GiveUpError, target any) bool {
-	public, ok := target.(**GiveUpError)
-	if ok {
-		*public = &GiveUpError{Attempts: e.Attempts, Elapsed: e.Elapsed, Last: e.Last, body: e.Body}
-	}
-	return ok
-}
-
-// publicError turns the retry loops' give-up into a GiveUpError; any other
-// error is returned as it is.
-func publicError(err error) error {
-	var giveUp *establish.GiveUpError
-	if errors.As(err, &giveUp) {
-		return &GiveUpError{Attempts: giveUp.Attempts, Elapsed: giveUp.Elapsed, Last: giveUp.Last, body: giveUp.Body}
-	}
-	return err
+// publicGiveUp is the give-up the retry loops and LIST bodies of this
+// transport end with.
+func publicGiveUp(e *establish.GiveUpError) error {
+	return &GiveUpError{Attempts: e.Attempts, Elapsed: e.Elapsed, Last: e.Last, body: e.Body}
 }

@@ -45,11 +45,12 @@ type harness struct {
 	mu      sync.Mutex
 	script  []step
 	seen    []attempt
-	retries []transport.Retry
+	retries []transport.RetryEvent
 }
 
 // newHarness answers the n-th attempt with script[n], repeating the last
-// step forever. cfg's Clock, Rand and OnRetry are set unless given.
+// step forever. cfg's Clock, Rand and Observer are set unless given: the
+// harness's Observer records the retries.
 func newHarness(t *testing.T, cfg transport.Config, script ...step) *harness {
 	t.Helper()
 	h := &harness{t: t, mock: httpmock.NewMockTransport(), clock: fakeclock.New(epoch), script: script}
@@ -61,12 +62,8 @@ func newHarness(t *testing.T, cfg transport.Config, script ...step) *harness {
 	if cfg.Rand == nil {
 		cfg.Rand = func() float64 { return 0 }
 	}
-	if cfg.OnRetry == nil {
-		cfg.OnRetry = func(r transport.Retry) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.retries = append(h.retries, r)
-		}
+	if cfg.Observer == nil {
+		cfg.Observer = retryRecorder{h}
 	}
 	h.rt = transport.New(h.bodies, cfg)
 	t.Cleanup(h.bodies.checkClosed(t))
@@ -94,11 +91,24 @@ func (h *harness) attempts() []attempt {
 	return append([]attempt(nil), h.seen...)
 }
 
-func (h *harness) retried() []transport.Retry {
+func (h *harness) retried() []transport.RetryEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]transport.Retry(nil), h.retries...)
+	return append([]transport.RetryEvent(nil), h.retries...)
 }
+
+// retryRecorder is the harness's Observer: it records the retries.
+type retryRecorder struct{ h *harness }
+
+func (r retryRecorder) ObserveRetry(e transport.RetryEvent) {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	r.h.retries = append(r.h.retries, e)
+}
+
+func (retryRecorder) ObserveAttempt(transport.AttemptEvent)      {}
+func (retryRecorder) ObserveGiveUp(transport.GiveUpEvent)        {}
+func (retryRecorder) ObserveBudgetRefusal(transport.BudgetEvent) {}
 
 // get sends a GET for path through the transport.
 func (h *harness) get(path string) (*http.Response, error) {

@@ -1,16 +1,13 @@
 package transport
 
 import (
-	"context"
 	"time"
 
-	"k8s.io/klog/v2"
-
-	"github.com/kretry/kretry/internal/policy"
+	"github.com/kretry/kretry/internal/establish"
 )
 
 // ListResumeObserver is an Observer that also hears what every resume of a
-// LIST body broken mid-read came to. An Config.Observer that implements it
+// LIST body broken mid-read came to. A Config.Observer that implements it
 // is told; package github.com/kretry/kretry/metrics does.
 type ListResumeObserver interface {
 	// ObserveListResume is called when a resume of a LIST body ends:
@@ -51,30 +48,12 @@ type ListResumeEvent struct {
 	Elapsed time.Duration
 }
 
-// listHooks are the hooks of LIST requests (see hooks), with their body
-// resumes reported as a V(2) log line and the Observer's ListResumeEvent.
-func (c Config) listHooks() policy.Hooks {
-	hooks := c.hooks(VerbList)
-	hooks.ListResume = c.onListResume()
-	return hooks
-}
-
-// onListResume adapts listretry's resume reports into a V(2) log line and
-// the Observer's ListResumeEvent.
-func (c Config) onListResume() func(context.Context, policy.ListResume) {
-	observer, _ := c.Observer.(ListResumeObserver)
-	return func(ctx context.Context, r policy.ListResume) {
-		if logger := klog.FromContext(ctx).V(logGiveUps); logger.Enabled() {
-			logger.Info("kretry: list resume", "verb", VerbList, "path", r.Path, "outcome", r.Outcome,
-				"skippedBytes", r.Skipped, "requests", r.Requests, "elapsed", r.Elapsed.Round(time.Millisecond),
-				"resourceVersion", r.ResourceVersion)
-		}
-		if observer != nil {
-			observer.ObserveListResume(ListResumeEvent{
-				Outcome: ListResumeOutcome(r.Outcome), SkippedBytes: r.Skipped, Requests: r.Requests, Elapsed: r.Elapsed,
-			})
-		}
-	}
+// listResumeOutcomes names establish's outcomes of a LIST body resume.
+var listResumeOutcomes = [...]ListResumeOutcome{
+	establish.ListResumed:  ListResumed,
+	establish.ListMismatch: ListResumeMismatch,
+	establish.ListGone:     ListResumeGone,
+	establish.ListGaveUp:   ListResumeGaveUp,
 }
 
 // ObserveListResume tells each observer that hears LIST resumes.

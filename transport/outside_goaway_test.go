@@ -7,615 +7,139 @@ package transport_test
 // every other break still reopens at once; the 410 search's cut-off counts
 // from the end of that spread; timeoutSeconds still bounds it all. Written
 // from the docs and `go doc` only, through a real kubernetes.Clientset over
-// TLS with HTTP/2 against loopback servers. Helpers are prefixed "ga".
+// TLS with HTTP/2 against the rig's apiservers (outside_rig_test.go), which
+// share one certificate, behind its front. Helpers are prefixed "ga".
 //
-// The GOAWAY is a real one: http.Server.Shutdown makes net/http's HTTP/2
-// server send GOAWAY (NO_ERROR) on every connection; the watches it still
-// serves are then cut by closing the connections (the process going away),
-// so client-go's HTTP/2 transport reports "server sent GOAWAY and closed
-// the connection" on each stream. Every apiserver is reached through a TCP
-// front (gaFront) that routes each NEW connection, so a reopen can land
-// elsewhere, be refused, or be reset. Real time, generous slack.
+// The GOAWAY is a real one (rigServer.goAway): net/http's HTTP/2 server
+// sends it on every connection as it shuts down, and once the client has
+// read it the connections close under the watches still open. The spread
+// is waited on the rig's clock, kretry's Config.Clock: with Config.Rand
+// pinned, every wait and every reopen's time is exact.
 
 import (
-	"context"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sort"
+	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kretry/kretry/transport"
 )
 
 const (
-	gaNS        = "goaway"
-	gaInitialRV = 100 // the watch's own resourceVersion
-	gaBreakRV   = 102 // the last event before the break
-	gaLastRV    = 105 // the last event after the resume
-	gaS         = 200 // the oldest RV a restarted apiserver's watch cache holds
-	gaSpread    = 3 * time.Second
-	gaSlack     = 1500 * time.Millisecond
-	gaAtOnce    = time.Second // "immediate", with room for a loaded machine
-	// gaGoAwayLead is how long the GOAWAY precedes the connection's close:
-	// long enough for the frame to be written and read on a loaded machine.
-	gaGoAwayLead = 300 * time.Millisecond
+	gaNS     = "goaway"
+	gaS      = 200 // the oldest RV a restarted apiserver's watch cache holds
+	gaSpread = 3 * time.Second
 )
 
-// gaReq is one watch request an apiserver received.
-type gaReq struct {
-	rv      string
-	timeout string
-	at      time.Time
+// gaRig is an apiserver A that serves the watch, another B that holds the
+// resume point, a front that routes to A until told otherwise, and a
+// Clientset through kretry with the given Rand (nil: the default jitter).
+type gaRig struct {
+	*rig
+	a, b *rigServer
+	f    *rigFront
+	cs   *kubernetes.Clientset
 }
 
-// gaBackend is one apiserver: it serves a watch from rv with the events
-// after it (up to gaBreakRV for the initial watch, gaLastRV for a resume)
-// and holds it until timeoutSeconds, its quit channel or the connection
-// ends. A fresh one answers every watch 410 `too old resource version`.
-type gaBackend struct {
-	srv   *httptest.Server
-	fresh bool
-	mu    sync.Mutex
-	quit  chan struct{} // closed and renewed by endWatches
-	abort chan struct{} // closed and renewed by abortWatches
-	reqs  []gaReq
+func gaNewRig(t *testing.T, rand func() float64) *gaRig {
+	r := &gaRig{rig: newRig(t)}
+	r.a, r.b = r.gaServer("A", false), r.gaServer("B", false)
+	r.f = r.front(r.a)
+	r.cs = r.clientset(r.f.url(), transport.Config{Rand: rand}, "")
+	return r
 }
 
-func gaNewBackend(t *testing.T, fresh bool) *gaBackend {
-	b := &gaBackend{fresh: fresh, quit: make(chan struct{}), abort: make(chan struct{})}
-	b.srv = httptest.NewUnstartedServer(b)
-	b.srv.EnableHTTP2 = true
-	b.srv.StartTLS()
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func (b *gaBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("watch") != "true" {
-		http.Error(w, "watch only", http.StatusBadRequest)
-		return
-	}
-	if r.ProtoMajor != 2 {
-		http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
-		return
-	}
-	rv := q.Get("resourceVersion")
-	b.mu.Lock()
-	b.reqs = append(b.reqs, gaReq{rv: rv, timeout: q.Get("timeoutSeconds"), at: time.Now()})
-	quit, abort := b.quit, b.abort
-	b.mu.Unlock()
-	if b.fresh {
-		st, _ := json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-			Status: metav1.StatusFailure, Reason: metav1.StatusReasonExpired, Code: http.StatusGone,
-			Message: fmt.Sprintf("too old resource version: %s (%d)", rv, gaS)})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusGone)
-		w.Write(st)
-		return
-	}
-	from, err := strconv.Atoi(rv)
-	if err != nil {
-		http.Error(w, "bad rv", http.StatusBadRequest)
-		return
-	}
-	last := gaLastRV
-	if from == gaInitialRV {
-		last = gaBreakRV
-	}
-	writeAddedSince(w, gaNS, from, last)
-	var end <-chan time.Time
-	if s, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && s > 0 {
-		tm := time.NewTimer(time.Duration(s) * time.Second)
-		defer tm.Stop()
-		end = tm.C
-	}
-	select {
-	case <-r.Context().Done():
-	case <-quit:
-	case <-end:
-	case <-abort:
-		panic(http.ErrAbortHandler) // HTTP/2: RST_STREAM INTERNAL_ERROR
-	}
-}
-
-// endWatches ends every watch it serves now cleanly (a clean end before
-// timeoutSeconds); later ones are served as usual.
-func (b *gaBackend) endWatches() {
-	b.mu.Lock()
-	close(b.quit)
-	b.quit = make(chan struct{})
-	b.mu.Unlock()
-}
-
-// abortWatches resets every watch it serves now (an HTTP/2 stream error:
-// RST_STREAM); later ones are served as usual.
-func (b *gaBackend) abortWatches() {
-	b.mu.Lock()
-	close(b.abort)
-	b.abort = make(chan struct{})
-	b.mu.Unlock()
-}
-
-func (b *gaBackend) requests() []gaReq {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]gaReq(nil), b.reqs...)
-}
-
-// resumes are the watch requests that are not the initial watch.
-func (b *gaBackend) resumes() []gaReq {
-	var out []gaReq
-	for _, r := range b.requests() {
-		if r.rv != strconv.Itoa(gaInitialRV) {
-			out = append(out, r)
+// gaServer is an apiserver that speaks HTTP/2 only; a fresh one answers
+// every watch 410 `too old resource version: X (gaS)`.
+func (r *gaRig) gaServer(name string, fresh bool) *rigServer {
+	return r.server(name, serverOpts{cert: "apiserver"}, func(q *rigRequest) rigAnswer {
+		switch {
+		case q.proto != 2:
+			return answerStatus(http.StatusHTTPVersionNotSupported, metav1.StatusReasonBadRequest, "want HTTP/2")
+		case fresh:
+			return answerTooOld(gaS)
 		}
-	}
-	return out
-}
-
-// goAway shuts the apiserver down as kube-apiserver's process does: the
-// HTTP/2 server sends GOAWAY on every connection (http.Server.Shutdown),
-// then, its watches still open, the connections are closed. It returns the
-// moment of the close: the break the clients see.
-func (b *gaBackend) goAway() time.Time {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.srv.Config.Shutdown(ctx); close(done) }()
-	time.Sleep(gaGoAwayLead)
-	at := time.Now()
-	b.srv.CloseClientConnections()
-	cancel()
-	<-done
-	return at
-}
-
-// gaFront is a TCP balancer in front of the apiservers (TLS passes
-// through, so the GOAWAY reaches the client as the apiserver sent it). The
-// n-th connection it accepts goes where route says; nil closes it at once.
-type gaFront struct {
-	addr    string
-	mu      sync.Mutex
-	ln      net.Listener
-	route   func(n int) *gaBackend
-	n       int
-	conns   map[net.Conn]struct{}
-	stopped chan struct{}
-	wg      sync.WaitGroup
-}
-
-func gaNewFront(t *testing.T, to *gaBackend) *gaFront {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &gaFront{addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}, stopped: make(chan struct{}),
-		route: func(int) *gaBackend { return to }}
-	f.serve(ln)
-	t.Cleanup(f.stop)
-	return f
-}
-
-func (f *gaFront) serve(ln net.Listener) {
-	f.mu.Lock()
-	f.ln = ln
-	f.mu.Unlock()
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.n++
-			be := f.route(f.n)
-			f.conns[c] = struct{}{}
-			f.mu.Unlock()
-			f.wg.Add(1)
-			go f.handle(c, be)
-		}
-	}()
-}
-
-func (f *gaFront) handle(c net.Conn, be *gaBackend) {
-	defer f.wg.Done()
-	defer func() {
-		c.Close()
-		f.mu.Lock()
-		delete(f.conns, c)
-		f.mu.Unlock()
-	}()
-	if be == nil {
-		return
-	}
-	bc, err := net.Dial("tcp", be.srv.Listener.Addr().String())
-	if err != nil {
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { copyConn(bc, c); done <- struct{}{} }()
-	go func() { copyConn(c, bc); done <- struct{}{} }()
-	<-done
-	c.Close()
-	bc.Close()
-	<-done
-}
-
-func copyConn(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// setRoute routes the connections accepted from now on: route(1) is the
-// first of them.
-func (f *gaFront) setRoute(route func(i int) *gaBackend) {
-	f.mu.Lock()
-	base := f.n
-	f.route = func(n int) *gaBackend { return route(n - base) }
-	f.mu.Unlock()
-}
-
-func gaAlways(b *gaBackend) func(int) *gaBackend { return func(int) *gaBackend { return b } }
-
-// cut ends every client connection: with reset, by a TCP RST, else by a
-// FIN (the client reads an unexpected EOF).
-func (f *gaFront) cut(reset bool) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	at := time.Now()
-	for c := range f.conns {
-		if tc, ok := c.(*net.TCPConn); ok && reset {
-			tc.SetLinger(0)
-		}
-		c.Close()
-	}
-	return at
-}
-
-// refuseFor closes the listening socket (new connections are refused)
-// and listens again on the same address after d.
-func (f *gaFront) refuseFor(t *testing.T, d time.Duration) {
-	f.mu.Lock()
-	f.ln.Close()
-	f.mu.Unlock()
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		select {
-		case <-time.After(d):
-		case <-f.stopped:
-			return
-		}
-		ln, err := net.Listen("tcp", f.addr)
-		if err != nil {
-			t.Errorf("relisten: %v", err)
-			return
-		}
-		f.serve(ln)
-	}()
-}
-
-func (f *gaFront) stop() {
-	close(f.stopped)
-	f.mu.Lock()
-	f.ln.Close()
-	for c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
-	f.mu.Lock() // a relisten racing stop
-	f.ln.Close()
-	f.mu.Unlock()
-}
-
-// gaObserver records every retry, watch resume and give-up.
-type gaObserver struct {
-	mu      sync.Mutex
-	retries []transport.RetryEvent
-	causes  []string
-	giveups []transport.GiveUpEvent
-}
-
-func (o *gaObserver) ObserveAttempt(transport.AttemptEvent) {}
-func (o *gaObserver) ObserveRetry(e transport.RetryEvent) {
-	o.mu.Lock()
-	o.retries = append(o.retries, e)
-	o.mu.Unlock()
-}
-func (o *gaObserver) ObserveGiveUp(e transport.GiveUpEvent) {
-	o.mu.Lock()
-	o.giveups = append(o.giveups, e)
-	o.mu.Unlock()
-}
-func (o *gaObserver) ObserveBudgetRefusal(transport.BudgetEvent) {}
-func (o *gaObserver) onRetry(r transport.Retry) {
-	o.mu.Lock()
-	o.causes = append(o.causes, fmt.Sprintf("%s/%s wait %v rv %q", r.Reason, r.Cause, r.Wait.Round(time.Millisecond), r.ResourceVersion))
-	o.mu.Unlock()
-}
-
-func (o *gaObserver) expired() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, e := range o.retries {
-		if e.Reason == transport.ReasonExpiredResume {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *gaObserver) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := "retries ["
-	for _, c := range o.causes {
-		s += " {" + c + "}"
-	}
-	s += " ] give-ups ["
-	for _, g := range o.giveups {
-		s += fmt.Sprintf(" %s/%s after %d attempts, %.2fs", g.Reason, g.Verb, g.Attempts, g.Elapsed.Seconds())
-	}
-	return s + " ]"
-}
-
-// gaClientset is a Clientset through kretry (rand nil: the default jitter)
-// to the front over TLS with HTTP/2.
-func gaClientset(t *testing.T, f *gaFront, be *gaBackend, rand func() float64, obs *gaObserver) *kubernetes.Clientset {
-	cfg := &rest.Config{Host: "https://" + f.addr, QPS: 1000, Burst: 1000}
-	cfg.ContentType = "application/json"
-	cfg.AcceptContentTypes = "application/json"
-	cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: be.srv.Certificate().Raw})
-	// An own dialer keeps client-go from sharing one cached transport
-	// between tests.
-	cfg.Dial = (&net.Dialer{}).DialContext
-	tc := transport.Config{Rand: rand}
-	if obs != nil {
-		tc.Observer = obs
-		tc.OnRetry = obs.onRetry
-	}
-	cfg.Wrap(transport.Wrapper(tc))
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+		return nil
+	})
 }
 
 func gaRand(v float64) func() float64 { return func() float64 { return v } }
 
-type gaSeen struct {
-	typ  watch.EventType
-	rv   string
-	code int32
-	msg  string
-	at   time.Time
-}
-
-// gaCollector reads one watch's result channel into a record.
-type gaCollector struct {
-	w        watch.Interface
-	mu       sync.Mutex
-	seen     []gaSeen
-	closedAt time.Time
-	done     chan struct{}
-}
-
-func gaWatch(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, timeoutSeconds int64) *gaCollector {
+// established starts a watch and waits for the events before the break.
+func (r *gaRig) established(t *testing.T, timeoutSeconds int64) *rigWatch {
 	t.Helper()
-	w, err := cs.CoreV1().ConfigMaps(gaNS).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.Itoa(gaInitialRV), TimeoutSeconds: &timeoutSeconds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &gaCollector{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for e := range w.ResultChan() {
-			s := gaSeen{typ: e.Type, at: time.Now()}
-			if st, ok := e.Object.(*metav1.Status); ok {
-				s.code, s.msg = st.Code, st.Message
-			} else if m, ok := e.Object.(metav1.Object); ok {
-				s.rv = m.GetResourceVersion()
-			}
-			c.mu.Lock()
-			c.seen = append(c.seen, s)
-			c.mu.Unlock()
+	w := r.watch(r.cs, gaNS, timeoutSeconds)
+	w.waitHas(rigBreakRV)
+	return w
+}
+
+// report says when each apiserver was asked to resume, from the break.
+func (r *gaRig) report(broke time.Duration, w *rigWatch, servers ...*rigServer) string {
+	s := ""
+	for _, a := range append([]*rigServer{r.b}, servers...) {
+		var rs []string
+		for _, q := range a.resumes() {
+			rs = append(rs, fmt.Sprintf("rv=%s timeoutSeconds=%s at +%v", q.rv(), q.timeout(), q.at-broke))
 		}
-		c.mu.Lock()
-		c.closedAt = time.Now()
-		c.mu.Unlock()
-	}()
-	t.Cleanup(func() { w.Stop(); <-c.done })
-	return c
+		s += fmt.Sprintf("resumes at %s %v; ", a.name, rs)
+	}
+	if w != nil {
+		s += "caller " + w.String() + "; "
+	}
+	return s + r.obs.String()
 }
 
-func (c *gaCollector) events() []gaSeen {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]gaSeen(nil), c.seen...)
-}
-
-func (c *gaCollector) has(rv int) bool {
-	for _, e := range c.events() {
-		if e.rv == strconv.Itoa(rv) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *gaCollector) closed() (time.Time, bool) {
-	select {
-	case <-c.done:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.closedAt, true
-	default:
-		return time.Time{}, false
-	}
-}
-
-func (c *gaCollector) String() string {
-	var s string
-	for _, e := range c.events() {
-		if e.typ == watch.Error {
-			s += fmt.Sprintf(" ERROR:%d", e.code)
-		} else {
-			s += fmt.Sprintf(" %s:%s", e.typ, e.rv)
-		}
-	}
-	at, ok := c.closed()
-	return fmt.Sprintf("[%s ] closed=%v %s", s, ok, at.Format("15:04:05.000"))
-}
-
-// wantEvents: exactly from..to once each, in order, and no ERROR.
-func (c *gaCollector) wantEvents(t *testing.T, from, to int, ctx string) {
-	t.Helper()
-	ev := c.events()
-	ok := len(ev) == to-from+1
-	for i, e := range ev {
-		if e.typ != watch.Added || e.rv != strconv.Itoa(from+i) {
-			ok = false
-		}
-	}
-	if !ok {
-		t.Errorf("want events %d..%d once each, in order, no ERROR; caller saw %v; %s", from, to, c, ctx)
-	}
-}
-
-func gaWaitFor(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
-}
-
-func gaReport(a, b *gaBackend, c *gaCollector, obs *gaObserver, broke time.Time) string {
-	var rs []string
-	for _, r := range b.resumes() {
-		rs = append(rs, fmt.Sprintf("rv=%s timeoutSeconds=%s at +%.2fs", r.rv, r.timeout, r.at.Sub(broke).Seconds()))
-	}
-	s := fmt.Sprintf("resumes at B %v", rs)
-	if c != nil {
-		s += "; caller " + c.String()
-	}
-	if obs != nil {
-		s += "; " + obs.String()
-	}
-	return s
+// secondsLeft is timeoutSeconds as kretry asks for what remains: rounded up.
+func secondsLeft(d time.Duration) string {
+	return strconv.Itoa(int((d + time.Second - 1) / time.Second))
 }
 
 // (1) A GOAWAY break resumes at the last event's resourceVersion, with
 // nothing lost or duplicated, and the reopen reaches the other apiserver
-// within the spread (plus slack). With Rand pinned near 1 (Config.Rand is
-// "uniform jitter in [0,1)"), the reopen does wait: the spread is there.
+// after the draw from [0, 3 s) (Config.Rand is "uniform jitter in [0,1)"):
+// exactly Rand·3 s when it is pinned, with what remains of timeoutSeconds.
 func TestOutsideGoAwayResumesAtLastRV(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
 		name string
 		rand func() float64
-	}{{"default-rand", nil}, {"rand=0.99", gaRand(0.99)}, {"rand=0", gaRand(0)}} {
+		draw float64 // -1: the default jitter
+	}{{"default-rand", nil, -1}, {"rand=0.99", gaRand(0.99), 0.99}, {"rand=0", gaRand(0), 0}} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			a, b := gaNewBackend(t, false), gaNewBackend(t, false)
-			f := gaNewFront(t, a)
-			obs := &gaObserver{}
-			cs := gaClientset(t, f, a, v.rand, obs)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			c := gaWatch(t, ctx, cs, 60)
-			if !gaWaitFor(5*time.Second, func() bool { return c.has(gaBreakRV) }) {
-				t.Fatalf("the watch never delivered %d: %v", gaBreakRV, c)
-			}
-			f.setRoute(gaAlways(b))
-			broke := a.goAway()
-			gaWaitFor(gaSpread+gaSlack+time.Second, func() bool { return c.has(gaLastRV) })
-			time.Sleep(200 * time.Millisecond) // a duplicate would show by now
-			rep := gaReport(a, b, c, obs, broke)
-			c.wantEvents(t, gaInitialRV+1, gaLastRV, rep)
-			res := b.resumes()
+			r := gaNewRig(t, v.rand)
+			w := r.established(t, 60)
+			r.f.setRoute(always(hopTo(r.b)))
+			broke := r.a.goAway()
+			w.waitHas(rigLastRV)
+			w.end()
+			rep := r.report(broke, w)
+			w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
+			res := r.b.resumes()
 			if len(res) != 1 {
 				t.Fatalf("want exactly one resume at B: %s", rep)
 			}
-			r := res[0]
-			if r.rv != strconv.Itoa(gaBreakRV) {
-				t.Errorf("want the resume at rv %d: %s", gaBreakRV, rep)
+			delay := res[0].at - broke
+			if res[0].rv() != strconv.Itoa(rigBreakRV) {
+				t.Errorf("want the resume at rv %d: %s", rigBreakRV, rep)
 			}
-			if s, err := strconv.Atoi(r.timeout); err != nil || s < 50 || s > 60 {
-				t.Errorf("want the resume to carry what remains of timeoutSeconds=60: %s", rep)
+			if want := secondsLeft(60*time.Second - delay); res[0].timeout() != want {
+				t.Errorf("want the resume to carry what remains of timeoutSeconds=60, %s: %s", want, rep)
 			}
-			delay := r.at.Sub(broke)
-			if delay > gaSpread+gaSlack {
-				t.Errorf("reopen %v after the GOAWAY break, want within %v+%v: %s", delay, gaSpread, gaSlack, rep)
+			switch want := time.Duration(v.draw * float64(gaSpread)); {
+			case v.draw < 0 && (delay < 0 || delay >= gaSpread):
+				t.Errorf("reopen %v after the GOAWAY break, want a draw from [0, %v): %s", delay, gaSpread, rep)
+			case v.draw >= 0 && delay != want:
+				t.Errorf("with Rand %v the reopen came %v after the GOAWAY break, want the draw %v: %s", v.draw, delay, want, rep)
 			}
-			if v.name == "rand=0.99" && delay < 2*time.Second {
-				t.Errorf("with Rand 0.99 the reopen came %v after the GOAWAY break: want the draw from [0, 3 s) near its top (>= 2 s): %s", delay, rep)
-			}
-			t.Logf("reopen %v after the break; %s", delay.Round(time.Millisecond), rep)
+			t.Logf("reopen %v after the break; %s", delay, rep)
 		})
 	}
-}
-
-// gaRig is an apiserver A that serves the watch, another B that holds the
-// resume point, a front that routes to A until told otherwise, and a
-// Clientset through kretry with the given Rand.
-type gaRig struct {
-	a, b *gaBackend
-	f    *gaFront
-	obs  *gaObserver
-	cs   *kubernetes.Clientset
-	ctx  context.Context
-}
-
-func gaNewRig(t *testing.T, rand func() float64) *gaRig {
-	r := &gaRig{a: gaNewBackend(t, false), b: gaNewBackend(t, false), obs: &gaObserver{}}
-	r.f = gaNewFront(t, r.a)
-	r.cs = gaClientset(t, r.f, r.a, rand, r.obs)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	r.ctx = ctx
-	return r
-}
-
-// established starts a watch and waits for the events before the break.
-func (r *gaRig) established(t *testing.T, timeoutSeconds int64) *gaCollector {
-	t.Helper()
-	c := gaWatch(t, r.ctx, r.cs, timeoutSeconds)
-	if !gaWaitFor(5*time.Second, func() bool { return c.has(gaBreakRV) }) {
-		t.Fatalf("the watch never delivered %d: %v", gaBreakRV, c)
-	}
-	return c
 }
 
 // (2) Every other break of a stream that had delivered events reopens at
@@ -626,44 +150,43 @@ func TestOutsideGoAwayOtherBreaksAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
 		name string
-		cut  func(r *gaRig) time.Time
+		cut  func(r *gaRig)
 	}{
-		{"tcp-reset", func(r *gaRig) time.Time { return r.f.cut(true) }},
-		{"tcp-fin", func(r *gaRig) time.Time { return r.f.cut(false) }},
-		{"h2-rst-stream", func(r *gaRig) time.Time { at := time.Now(); r.a.abortWatches(); return at }},
-		{"clean-end", func(r *gaRig) time.Time { at := time.Now(); r.a.endWatches(); return at }},
+		{"tcp-reset", func(r *gaRig) { r.f.cut(nil, true) }},
+		{"tcp-fin", func(r *gaRig) { r.f.cut(nil, false) }},
+		{"h2-rst-stream", func(r *gaRig) { r.a.abortWatches() }},
+		{"clean-end", func(r *gaRig) { r.a.endWatches() }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			r := gaNewRig(t, gaRand(0.99))
-			c := r.established(t, 60)
-			r.f.setRoute(gaAlways(r.b))
-			broke := v.cut(r)
-			gaWaitFor(gaSpread+gaSlack, func() bool { return c.has(gaLastRV) })
-			time.Sleep(200 * time.Millisecond)
-			rep := gaReport(r.a, r.b, c, r.obs, broke)
-			c.wantEvents(t, gaInitialRV+1, gaLastRV, rep)
+			w := r.established(t, 60)
+			r.f.setRoute(always(hopTo(r.b)))
+			broke := r.clock.elapsed()
+			v.cut(r)
+			w.waitHas(rigLastRV)
+			w.end()
+			rep := r.report(broke, w, r.a)
+			w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
 			// A cut connection's reopen dials anew (to B); a stream that
 			// ended on a live HTTP/2 connection reopens on it (to A).
 			res := append(r.a.resumes(), r.b.resumes()...)
-			rep += fmt.Sprintf("; resumes at A %d", len(r.a.resumes()))
-			if len(res) != 1 || res[0].rv != strconv.Itoa(gaBreakRV) {
-				t.Fatalf("want exactly one resume, at rv %d: %s", gaBreakRV, rep)
+			if len(res) != 1 || res[0].rv() != strconv.Itoa(rigBreakRV) {
+				t.Fatalf("want exactly one resume, at rv %d: %s", rigBreakRV, rep)
 			}
-			if d := res[0].at.Sub(broke); d > gaAtOnce {
-				t.Errorf("reopen %v after a %s break, want at once (< %v): %s", d, v.name, gaAtOnce, rep)
+			if d := res[0].at - broke; d != 0 {
+				t.Errorf("reopen %v after a %s break, want at once: %s", d, v.name, rep)
 			}
-			t.Logf("%s", rep)
 		})
 	}
 }
 
-// (3) A GOAWAY break with the caller's timeoutSeconds (3 s) nearly spent:
-// with a draw that would end past the deadline, or less than a second
-// before it, the wait is not made and the watch ends cleanly at once (no
-// reopen, no ERROR, no hang until the deadline); with a draw that leaves
-// more than a second, the reopen is made with what remains (1 or 2 s) and
-// the watch ends by the deadline.
+// (3) A GOAWAY break with the caller's timeoutSeconds (3 s) nearly spent,
+// a second after the watch was sent: with a draw that would end past the
+// deadline, or less than a second before it, the wait is not made and the
+// watch ends cleanly at once (no reopen, no ERROR, no hang until the
+// deadline); with a draw that leaves a second or more, the reopen is made
+// with what remains and the watch ends at the deadline.
 func TestOutsideGoAwayNearDeadline(t *testing.T) {
 	t.Parallel()
 	const timeout = 3 * time.Second
@@ -671,43 +194,40 @@ func TestOutsideGoAwayNearDeadline(t *testing.T) {
 		t.Run(fmt.Sprintf("rand=%v", rnd), func(t *testing.T) {
 			t.Parallel()
 			r := gaNewRig(t, gaRand(rnd))
-			sent := time.Now()
-			c := r.established(t, int64(timeout/time.Second))
-			deadline := sent.Add(timeout)
-			time.Sleep(time.Until(sent.Add(time.Second)))
-			r.f.setRoute(gaAlways(r.b))
+			sent := r.clock.elapsed()
+			w := r.established(t, int64(timeout/time.Second))
+			deadline := sent + timeout
+			r.clock.advance(time.Second)
+			r.f.setRoute(always(hopTo(r.b)))
 			broke := r.a.goAway()
-			wait := time.Duration(rnd * float64(gaSpread)) // the draw, as test (1) saw it
-			left := deadline.Sub(broke.Add(wait))          // what the wait would leave
-			if !gaWaitFor(timeout+gaSlack, func() bool { _, ok := c.closed(); return ok }) {
-				t.Fatalf("the watch still runs %v after its timeoutSeconds: %s", gaSlack, gaReport(r.a, r.b, c, r.obs, broke))
+			wait := time.Duration(rnd * float64(gaSpread)) // the draw, as test (1) pins it
+			left := deadline - (broke + wait)              // what the wait would leave
+			if left < time.Second {                        // not waited
+				w.waitClosed()
+				closedAt, _ := w.closed()
+				rep := r.report(broke, w) + fmt.Sprintf("; closed %v after the break, the draw would leave %v", closedAt-broke, left)
+				w.wantEvents(t, rigInitialRV+1, rigBreakRV, rep)
+				if closedAt != broke {
+					t.Errorf("want the watch to end cleanly at once, it ended %v after the break: %s", closedAt-broke, rep)
+				}
+				if n := len(r.b.resumes()) + len(r.clock.pending(timerSleep)); n != 0 {
+					t.Errorf("want no reopen, nor a wait for one, when the wait would end less than a second before the deadline: %s; %v", rep, r.clock)
+				}
+				return
 			}
-			closedAt, _ := c.closed()
-			time.Sleep(time.Until(broke.Add(gaSpread + 300*time.Millisecond))) // a late reopen would show by now
-			rep := gaReport(r.a, r.b, c, r.obs, broke) + fmt.Sprintf("; broke %.2fs after the watch was sent, closed %.2fs after the break, the draw would leave %v",
-				broke.Sub(sent).Seconds(), closedAt.Sub(broke).Seconds(), left.Round(time.Millisecond))
-			switch {
-			case left < 700*time.Millisecond: // not waited
-				c.wantEvents(t, gaInitialRV+1, gaBreakRV, rep)
-				if n := len(r.b.resumes()); n != 0 {
-					t.Errorf("want no reopen when the wait would end less than a second before the deadline: %s", rep)
-				}
-				if d := closedAt.Sub(broke); d > gaAtOnce {
-					t.Errorf("want the watch to end cleanly at once, it ended %v after the break: %s", d, rep)
-				}
-			case left > 1300*time.Millisecond: // waited, reopened with what remains
-				c.wantEvents(t, gaInitialRV+1, gaLastRV, rep)
-				res := r.b.resumes()
-				if len(res) != 1 || res[0].rv != strconv.Itoa(gaBreakRV) || (res[0].timeout != "1" && res[0].timeout != "2") {
-					t.Errorf("want one reopen at rv %d with timeoutSeconds 1 or 2: %s", gaBreakRV, rep)
-				}
-				if closedAt.After(deadline.Add(gaSlack)) {
-					t.Errorf("want the watch ended by its deadline (+%v): %s", gaSlack, rep)
-				}
-			default:
-				t.Logf("too close to the one-second rule to judge: %s", rep)
+			w.waitHas(rigLastRV)
+			r.clock.advanceTo(r.clock.start.Add(deadline))
+			w.waitClosed()
+			closedAt, _ := w.closed()
+			rep := r.report(broke, w) + fmt.Sprintf("; closed %v after the break, the draw would leave %v", closedAt-broke, left)
+			w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
+			res := r.b.resumes()
+			if len(res) != 1 || res[0].rv() != strconv.Itoa(rigBreakRV) || res[0].timeout() != secondsLeft(left) || res[0].at != broke+wait {
+				t.Errorf("want one reopen at rv %d after the draw %v with timeoutSeconds %s: %s", rigBreakRV, wait, secondsLeft(left), rep)
 			}
-			t.Logf("%s", rep)
+			if closedAt > deadline {
+				t.Errorf("want the watch ended by its deadline: %s", rep)
+			}
 		})
 	}
 }
@@ -718,29 +238,36 @@ func TestOutsideGoAwayNearDeadline(t *testing.T) {
 func TestOutsideGoAwayStopDuringSpread(t *testing.T) {
 	t.Parallel()
 	r := gaNewRig(t, gaRand(0.99))
-	c := r.established(t, 60)
-	r.f.setRoute(gaAlways(r.b))
+	w := r.established(t, 60)
+	r.autopilot(false)
+	r.f.setRoute(always(hopTo(r.b)))
 	broke := r.a.goAway()
-	time.Sleep(300 * time.Millisecond)
-	stopped := time.Now()
-	c.w.Stop()
-	if !gaWaitFor(gaAtOnce, func() bool { _, ok := c.closed(); return ok }) {
-		t.Errorf("the result channel is still open %v after Stop during the GOAWAY wait: %s", gaAtOnce, gaReport(r.a, r.b, c, r.obs, broke))
+	r.waitFor("kretry waiting the GOAWAY spread", func() bool { return len(r.clock.pending(timerSleep)) == 1 })
+	if d := r.clock.pending(timerSleep)[0].d; d != time.Duration(0.99*float64(gaSpread)) {
+		t.Errorf("the GOAWAY wait is %v, want the draw %v", d, time.Duration(0.99*float64(gaSpread)))
 	}
-	time.Sleep(time.Until(broke.Add(gaSpread + 500*time.Millisecond)))
-	rep := gaReport(r.a, r.b, c, r.obs, broke)
+	w.w.Stop()
+	w.waitClosed()
+	if at, _ := w.closed(); at != broke {
+		t.Errorf("the result channel closed %v after the break, want at once on Stop during the GOAWAY wait: %s", at-broke, r.report(broke, w))
+	}
+	r.waitFor("the GOAWAY wait given up", func() bool { return len(r.clock.pending(timerSleep)) == 0 })
+	r.clock.advance(gaSpread + 500*time.Millisecond)
+	rep := r.report(broke, w)
 	if n := len(r.b.resumes()); n != 0 {
-		t.Errorf("want no reopen after Stop (%.2fs after the break): %s", stopped.Sub(broke).Seconds(), rep)
+		t.Errorf("want no reopen after Stop: %s", rep)
 	}
-	c.wantEvents(t, gaInitialRV+1, gaBreakRV, rep)
+	w.wantEvents(t, rigInitialRV+1, rigBreakRV, rep)
 }
 
 // (5) A fleet: 50 watches broken by one apiserver's GOAWAY reopen spread
 // over the draw's [0, 3 s), not in step: every one resumes at its last
-// resourceVersion within the spread (+slack), nothing lost or duplicated,
-// the reopens span a second or more and no 100 ms holds half of them.
+// resourceVersion within the spread, nothing lost or duplicated, the
+// reopens span a second or more and no 100 ms holds half of them.
 // (Default Rand; for uniform draws either failing is beyond astronomically
 // unlikely.) Control: the same fleet cut by a TCP reset reopens at once.
+// The test, not the autopilot, ends each wait: every spread is drawn
+// before the first ends, and each reopen reaches B at its own instant.
 func TestOutsideGoAwayFleetSpreads(t *testing.T) {
 	t.Parallel()
 	const n = 50
@@ -752,48 +279,46 @@ func TestOutsideGoAwayFleetSpreads(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := gaNewRig(t, nil)
-			cs := make([]*gaCollector, n)
-			for i := range cs {
-				cs[i] = gaWatch(t, r.ctx, r.cs, 60)
+			ws := make([]*rigWatch, n)
+			for i := range ws {
+				ws[i] = r.watch(r.cs, gaNS, 60)
 			}
-			if !gaWaitFor(10*time.Second, func() bool {
-				for _, c := range cs {
-					if !c.has(gaBreakRV) {
-						return false
-					}
-				}
-				return true
-			}) {
-				t.Fatalf("the fleet never got its first events")
-			}
-			r.f.setRoute(gaAlways(r.b))
-			var broke time.Time
+			r.waitFor("the fleet's first events", func() bool {
+				return !slices.ContainsFunc(ws, func(w *rigWatch) bool { return !w.has(rigBreakRV) })
+			})
+			r.autopilot(false)
+			r.f.setRoute(always(hopTo(r.b)))
+			broke := r.clock.elapsed()
 			if goaway {
 				broke = r.a.goAway()
-			} else {
-				broke = r.f.cut(true)
-			}
-			gaWaitFor(gaSpread+gaSlack+time.Second, func() bool {
-				for _, c := range cs {
-					if !c.has(gaLastRV) {
-						return false
+				r.waitFor("every watch waiting its spread", func() bool { return len(r.clock.pending(timerSleep))+len(r.b.resumes()) == n })
+				for i := 1; i <= n; i++ {
+					if len(r.b.resumes()) < i {
+						r.clock.advanceToNext(timerSleep)
 					}
+					r.waitFor(fmt.Sprintf("resume %d at B", i), func() bool { return len(r.b.resumes()) >= i })
 				}
-				return true
+			} else {
+				r.f.cut(nil, true)
+				r.waitFor("every watch's resume at B", func() bool { return len(r.b.resumes()) == n })
+			}
+			r.waitFor("the fleet's last events", func() bool {
+				return !slices.ContainsFunc(ws, func(w *rigWatch) bool { return !w.has(rigLastRV) })
 			})
-			time.Sleep(300 * time.Millisecond)
-			for i, c := range cs {
-				c.wantEvents(t, gaInitialRV+1, gaLastRV, fmt.Sprintf("watch %d", i))
+			r.clock.advance(61 * time.Second) // past every timeoutSeconds: the watches end
+			for i, w := range ws {
+				w.waitClosed()
+				w.wantEvents(t, rigInitialRV+1, rigLastRV, fmt.Sprintf("watch %d", i))
 			}
 			res := r.b.resumes()
 			var at []time.Duration
 			for _, q := range res {
-				if q.rv != strconv.Itoa(gaBreakRV) {
-					t.Errorf("a resume at rv %s, want %d", q.rv, gaBreakRV)
+				if q.rv() != strconv.Itoa(rigBreakRV) {
+					t.Errorf("a resume at rv %s, want %d", q.rv(), rigBreakRV)
 				}
-				at = append(at, q.at.Sub(broke))
+				at = append(at, q.at-broke)
 			}
-			sortDurations(at)
+			slices.Sort(at)
 			if len(at) != n {
 				t.Fatalf("want %d resumes at B, got %d: %v; %s", n, len(at), at, r.obs)
 			}
@@ -806,22 +331,20 @@ func TestOutsideGoAwayFleetSpreads(t *testing.T) {
 				}
 				most = max(most, j-i)
 			}
-			t.Logf("reopens from +%v to +%v after the break, at most %d within 100 ms", first.Round(time.Millisecond), last.Round(time.Millisecond), most)
+			t.Logf("reopens from +%v to +%v after the break, at most %d within 100 ms", first, last, most)
 			if goaway {
-				if last > gaSpread+gaSlack {
-					t.Errorf("last reopen %v after the GOAWAY, want within %v+%v", last, gaSpread, gaSlack)
+				if last >= gaSpread {
+					t.Errorf("last reopen %v after the GOAWAY, want within [0, %v)", last, gaSpread)
 				}
 				if last-first < time.Second || most > n/2 {
 					t.Errorf("want the fleet's reopens spread over the draw: from +%v to +%v, %d of %d within one 100 ms", first, last, most, n)
 				}
-			} else if last > gaAtOnce+500*time.Millisecond {
+			} else if last != 0 {
 				t.Errorf("after a TCP reset the fleet reopened until +%v, want at once", last)
 			}
 		})
 	}
 }
-
-func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
 
 // (4) After a GOAWAY, the reopen reaches a restarted apiserver A2 (same
 // certificate as A, as an apiserver restarted on its node) whose watch
@@ -833,7 +356,9 @@ func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { retu
 // from the lost connection, so this client is not cut off). Control: the
 // 410 comes 3 s or more after the spread's end and every failed reopening
 // was refused: cut off, the 410 is handed over with no retry. Which of the
-// two is expected is decided from when A2 was actually reached.
+// two is expected is decided from when A2 was reached. The search's retry
+// first rides A2's connection to retire it (HTTP/2: answered 410 at once
+// by A2, rig.wantRides), then dials the new connection that reaches B.
 func TestOutsideGoAwaySearchAfterSpread(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
@@ -848,53 +373,42 @@ func TestOutsideGoAwaySearchAfterSpread(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			r := gaNewRig(t, gaRand(v.rand))
-			a2 := gaNewBackend(t, true)
-			c := r.established(t, 60)
-			r.f.setRoute(func(i int) *gaBackend {
+			a2 := r.gaServer("A2", true)
+			w := r.established(t, 60)
+			r.f.setRoute(func(i int) rigHop {
 				if i == 1 {
-					return a2
+					return hopTo(a2)
 				}
-				return r.b
+				return hopTo(r.b)
 			})
 			if v.refuse > 0 {
-				r.f.refuseFor(t, v.refuse+gaGoAwayLead)
+				r.f.refuse(v.refuse)
 			}
 			broke := r.a.goAway()
-			gaWaitFor(9*time.Second, func() bool { _, ok := c.closed(); return ok || c.has(gaLastRV) })
-			time.Sleep(300 * time.Millisecond)
+			w.waitSettled()
 			a2reqs := a2.resumes()
-			rep := gaReport(r.a, r.b, c, r.obs, broke)
-			var tA2 time.Duration
-			if len(a2reqs) > 0 {
-				tA2 = a2reqs[0].at.Sub(broke)
-			}
-			rep += fmt.Sprintf("; A2 resumes %d, first at +%.2fs; expired-resume retries %d", len(a2reqs), tA2.Seconds(), r.obs.expired())
-			t.Logf("%s", rep)
+			rep := r.report(broke, w, a2)
 			if len(a2reqs) == 0 {
 				t.Fatalf("the reopen never reached the restarted apiserver: %s", rep)
 			}
-			if v.refuse > 0 && !strings.Contains(r.obs.String(), "refused") {
+			tA2 := a2reqs[0].at - broke
+			cutOff := time.Duration(v.rand*float64(gaSpread)) + 3*time.Second // 3 s after the end of the spread
+			rep += fmt.Sprintf("; A2 first reached at +%v, the cut-off at +%v; refused dials %d", tA2, cutOff, r.refusedDials())
+			t.Logf("%s", rep)
+			if v.refuse > 0 && r.refusedDials() == 0 {
 				t.Errorf("want a refused reopening first: %s", rep)
 			}
-			const cutOff = gaSpread + 3*time.Second // 3 s after the end of the spread
-			switch {
-			case tA2 < cutOff-500*time.Millisecond:
-				c.wantEvents(t, gaInitialRV+1, gaLastRV, rep)
-				if len(r.b.resumes()) != 1 || len(a2reqs) != 1 || r.obs.expired() < 1 {
-					t.Errorf("want one 410 at A2, then the search's retry resumed at B: %s", rep)
+			c := r.wantRides(t)
+			if tA2 < cutOff {
+				w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
+				if c.at(r.b) != 1 || c.at(a2) != 1 || c.searched < 1 {
+					t.Errorf("want one 410 at A2 (a new connection), then the search's retry resumed at B: %s; %v", rep, c)
 				}
-			case tA2 > cutOff+500*time.Millisecond:
-				ev := c.events()
-				_, closed := c.closed()
-				n := gaBreakRV - gaInitialRV
-				if len(ev) != n+1 || ev[n].typ != watch.Error || ev[n].code != http.StatusGone || !closed {
-					t.Errorf("cut off and only refused: want %d events, one ERROR 410, the end: %s", n, rep)
-				}
-				if len(r.b.resumes()) != 0 || len(a2reqs) != 1 || r.obs.expired() != 0 {
-					t.Errorf("cut off and only refused: want the 410 handed over with no retry: %s", rep)
-				}
-			default:
-				t.Logf("A2 reached too close to the cut-off to judge")
+				return
+			}
+			w.wantGone(t, rigBreakRV, rep)
+			if len(r.b.resumes()) != 0 || len(a2reqs) != 1 || r.obs.expired() != 0 {
+				t.Errorf("cut off and only refused: want the 410 handed over with no retry: %s", rep)
 			}
 		})
 	}
@@ -902,35 +416,29 @@ func TestOutsideGoAwaySearchAfterSpread(t *testing.T) {
 
 // (7) Two GOAWAYs in a row: A's, then, after the resume at B delivered
 // 103..105 (progress), B's. The reopen after B's is again the first reopen
-// after progress, so it waits the GOAWAY draw (Rand pinned at 0.99: near
-// 3 s, well above the ~2 s the backoff of a later reopen would give), not
-// the backoff, and reaches C at 105; nothing is lost or duplicated.
+// after progress, so it waits the GOAWAY draw (Rand pinned at 0.99: 2.97 s,
+// well above the ~2 s the backoff of a later reopen would give), not the
+// backoff, and reaches C at 105; nothing is lost or duplicated.
 func TestOutsideGoAwayTwiceInARow(t *testing.T) {
 	t.Parallel()
 	r := gaNewRig(t, gaRand(0.99))
-	cb := gaNewBackend(t, false)
-	c := r.established(t, 60)
-	r.f.setRoute(gaAlways(r.b))
+	c := r.gaServer("C", false)
+	w := r.established(t, 60)
+	r.f.setRoute(always(hopTo(r.b)))
 	broke := r.a.goAway()
-	if !gaWaitFor(gaSpread+gaSlack, func() bool { return c.has(gaLastRV) }) {
-		t.Fatalf("no resume at B after A's GOAWAY: %s", gaReport(r.a, r.b, c, r.obs, broke))
-	}
-	r.f.setRoute(gaAlways(cb))
+	w.waitHas(rigLastRV)
+	r.f.setRoute(always(hopTo(c)))
 	broke2 := r.b.goAway()
-	gaWaitFor(gaSpread+gaSlack, func() bool { return len(cb.resumes()) > 0 })
-	time.Sleep(300 * time.Millisecond)
-	rep := gaReport(r.a, r.b, c, r.obs, broke)
-	for _, q := range cb.resumes() {
-		rep += fmt.Sprintf("; resume at C rv=%s timeoutSeconds=%s at +%.2fs after B's GOAWAY", q.rv, q.timeout, q.at.Sub(broke2).Seconds())
+	r.waitFor("a resume at C", func() bool { return len(c.resumes()) > 0 })
+	w.end()
+	rep := r.report(broke, w, c)
+	w.wantEvents(t, rigInitialRV+1, rigLastRV, rep)
+	res := c.resumes()
+	if len(res) != 1 || res[0].rv() != strconv.Itoa(rigLastRV) {
+		t.Fatalf("want one resume at C at rv %d: %s", rigLastRV, rep)
 	}
-	c.wantEvents(t, gaInitialRV+1, gaLastRV, rep)
-	res := cb.resumes()
-	if len(res) != 1 || res[0].rv != strconv.Itoa(gaLastRV) {
-		t.Fatalf("want one resume at C at rv %d: %s", gaLastRV, rep)
-	}
-	d := res[0].at.Sub(broke2)
-	t.Logf("second reopen %v after B's GOAWAY: %s", d.Round(time.Millisecond), rep)
-	if d < 2500*time.Millisecond || d > gaSpread+gaSlack {
-		t.Errorf("second reopen %v after B's GOAWAY, want the GOAWAY draw with Rand 0.99 (2.5 s .. %v): %s", d, gaSpread+gaSlack, rep)
+	want := time.Duration(0.99 * float64(gaSpread))
+	if d := res[0].at - broke2; d != want {
+		t.Errorf("second reopen %v after B's GOAWAY, want the GOAWAY draw with Rand 0.99, %v: %s", d, want, rep)
 	}
 }

@@ -16,34 +16,28 @@ func New(next http.RoundTripper, cfg Config) http.RoundTripper {
 	if disabledByEnv() {
 		return next
 	}
+	// One policy (and so one retry budget) for every request; each kind's
+	// reports labelled with its verb.
 	p := cfg.policy()
+	sender := func(verb Verb) *establish.Client {
+		return &establish.Client{Next: next, Policy: p, Report: cfg.reporter(verb), GiveUpError: publicGiveUp}
+	}
 	initial, _ := cfg.Observer.(InitialStateObserver)
-	list := listretry.New(next, listretry.Config{BufferSize: cfg.ListBufferSize})
-	share(list, establish.Shared{Policy: p, Hooks: cfg.listHooks(), GiveUpError: bodyGiveUp})
-	// The same LIST retries, reported as gets, and every body held whole: a
-	// single object has no list resourceVersion to resume at.
-	get := listretry.New(next, listretry.Config{BufferSize: cfg.ListBufferSize, Hold: true})
-	share(get, establish.Shared{Policy: p, Hooks: cfg.hooks(VerbGet)})
-	watch := watchretry.New(next, watchretry.Config{
-		MaxFrameSize:     cfg.MaxFrameSize,
-		StallTimeout:     cfg.stallTimeout(),
-		MaxInvalidFrames: cfg.MaxInvalidFrames,
-	})
-	share(watch, establish.Shared{Policy: p, Hooks: cfg.hooks(VerbWatch)})
 	return &roundTripper{
 		next:      next,
 		initial:   initial,
 		apiPrefix: cfg.APIPrefix,
 		retryGets: cfg.RetryGets,
-		list:      list,
-		get:       get,
-		watch:     watch,
+		list:      listretry.New(sender(VerbList), listretry.Config{BufferSize: cfg.ListBufferSize}),
+		// The same LIST retries, reported as gets, and every body held
+		// whole: a single object has no list resourceVersion to resume at.
+		get: listretry.New(sender(VerbGet), listretry.Config{BufferSize: cfg.ListBufferSize, Hold: true}),
+		watch: watchretry.New(sender(VerbWatch), watchretry.Config{
+			MaxFrameSize: cfg.MaxFrameSize,
+			StallTimeout: cfg.stallTimeout(),
+		}),
 	}
 }
-
-// share gives a RoundTripper of watchretry or listretry the transport's
-// policy and hooks.
-func share(rt http.RoundTripper, shared establish.Shared) { rt.(establish.Sharer).Share(shared) }
 
 // Wrapper returns New as a transport wrapper, for rest.Config.Wrap (or
 // WrapTransport):
@@ -75,20 +69,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	observeInitialState(t.initial, req, k)
 	switch k {
 	case kindWatch:
-		return done(t.watch.RoundTrip(req))
+		return t.watch.RoundTrip(req)
 	case kindList:
-		return done(t.list.RoundTrip(req))
+		return t.list.RoundTrip(req)
 	case kindGet:
 		if t.retryGets {
-			return done(t.get.RoundTrip(req))
+			return t.get.RoundTrip(req)
 		}
 	}
 	return t.next.RoundTrip(req)
-}
-
-// done hands a retried request's result to the caller.
-func done(resp *http.Response, err error) (*http.Response, error) {
-	return resp, publicError(err)
 }
 
 // WrappedRoundTripper lets client-go's utilnet helpers (CloseIdleConnectionsFor)

@@ -1,6 +1,7 @@
 package watchretry
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -8,19 +9,51 @@ import (
 	"github.com/kretry/kretry/internal/policy"
 )
 
-// TestConfig is Config with what package transport shares (see Share): the
-// tests set a virtual clock and listen to the hooks.
+// TestConfig is Config with what package transport builds the Client it
+// hands down from: the tests set a virtual clock and hear the reports.
 type TestConfig struct {
-	Policy           *policy.Policy
-	MaxFrameSize     int
-	StallTimeout     time.Duration
-	MaxInvalidFrames int
-	Hooks            policy.Hooks
+	Policy       *policy.Policy
+	MaxFrameSize int
+	StallTimeout time.Duration
+	Hooks        Hooks
 }
 
-// NewForTest is New with what package transport would share.
+// NewForTest is New over a Client built as package transport builds one.
 func NewForTest(next http.RoundTripper, cfg TestConfig) http.RoundTripper {
-	rt := New(next, Config{MaxFrameSize: cfg.MaxFrameSize, StallTimeout: cfg.StallTimeout, MaxInvalidFrames: cfg.MaxInvalidFrames})
-	rt.(establish.Sharer).Share(establish.Shared{Policy: cfg.Policy, Hooks: cfg.Hooks})
-	return rt
+	if cfg.Policy == nil {
+		cfg.Policy = policy.New(policy.Config{})
+	}
+	client := &establish.Client{Next: next, Policy: cfg.Policy, Report: reporter(cfg.Hooks)}
+	return New(client, Config{MaxFrameSize: cfg.MaxFrameSize, StallTimeout: cfg.StallTimeout})
 }
+
+// Hooks are the functions the tests hear the reports with; nil ones hear
+// nothing.
+type Hooks struct {
+	OnAttempt func(context.Context, establish.Attempt)
+	OnRetry   func(context.Context, establish.Retry)
+	OnGiveUp  func(context.Context, establish.GiveUp)
+}
+
+// reporter is Hooks as an establish.Reporter.
+type reporter Hooks
+
+func (h reporter) Attempt(ctx context.Context, a establish.Attempt) {
+	if h.OnAttempt != nil {
+		h.OnAttempt(ctx, a)
+	}
+}
+
+func (h reporter) Retry(ctx context.Context, r establish.Retry) {
+	if h.OnRetry != nil {
+		h.OnRetry(ctx, r)
+	}
+}
+
+func (h reporter) GiveUp(ctx context.Context, g establish.GiveUp) {
+	if h.OnGiveUp != nil {
+		h.OnGiveUp(ctx, g)
+	}
+}
+
+func (reporter) ListResume(context.Context, establish.ListResume) {}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/watchretry"
@@ -298,7 +299,7 @@ type harness struct {
 	server  *server
 	clock   *fakeclock.Clock
 	clients *kubernetes.Clientset
-	retries []policy.Retry
+	retries []establish.Retry
 	mu      sync.Mutex
 }
 
@@ -309,7 +310,7 @@ func newHarness(t testing.TB, srv *server, tune func(*watchretry.TestConfig)) *h
 	h := &harness{server: srv, clock: fakeclock.New(epoch)}
 	cfg := watchretry.TestConfig{
 		Policy: policy.New(policy.Config{Clock: h.clock, Rand: func() float64 { return 0.5 }}),
-		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
+		Hooks: watchretry.Hooks{OnRetry: func(_ context.Context, r establish.Retry) {
 			h.mu.Lock()
 			h.retries = append(h.retries, r)
 			h.mu.Unlock()

@@ -1,29 +1,27 @@
 package watchretry
 
-import (
-	"github.com/kretry/kretry/internal/policy"
-)
+import "github.com/kretry/kretry/internal/establish"
 
-// tell reports a step to the hooks: a resume about to wait (Hooks.Retry),
-// or the stream giving up on resuming (Hooks.GiveUp).
+// tell reports a step: a resume about to wait (Reporter.Retry), or the
+// stream giving up on resuming (Reporter.GiveUp), with the attempts and the
+// time of the tracker's current run of failures.
 func (s *stream) tell(r report) {
-	run, rv := &s.m.run, string(s.m.point.rv)
+	since, attempts := s.tracker.Run()
+	elapsed := s.rt.client.Policy.Clock().Since(since)
+	if since.IsZero() {
+		elapsed = 0
+	}
+	rv := string(s.m.point.rv)
 	switch r.kind {
 	case reportRetry:
-		if hook := s.rt.hooks.Retry; hook != nil {
-			hook(s.ctx, policy.Retry{
-				Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: r.reason, Code: r.code, Cause: r.cause, Wait: r.wait,
-				Resume: true, Attempts: run.attempts, Elapsed: s.rt.policy.Clock().Since(run.since),
-				ResourceVersion: rv,
-			})
-		}
+		s.rt.client.Reporter().Retry(s.ctx, establish.Retry{
+			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: r.reason, Code: r.code, Cause: r.cause, Wait: r.wait,
+			Resume: true, Attempts: attempts, Elapsed: elapsed, ResourceVersion: rv,
+		})
 	case reportGiveUp:
-		if hook := s.rt.hooks.GiveUp; hook != nil {
-			hook(s.orig.Context(), policy.GiveUp{
-				Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: r.reason, BudgetRefused: r.budget,
-				Attempts: run.attempts, Elapsed: s.rt.policy.Clock().Since(run.since),
-				Resume: true, ResourceVersion: rv,
-			})
-		}
+		s.rt.client.Reporter().GiveUp(s.orig.Context(), establish.GiveUp{
+			Path: s.orig.URL.Path, Host: s.orig.URL.Host, Reason: r.reason, BudgetRefused: r.budget,
+			Attempts: attempts, Elapsed: elapsed, Resume: true, ResourceVersion: rv,
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jarcoal/httpmock"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/harness/fakeclock"
 	"github.com/kretry/kretry/internal/policy"
 	"github.com/kretry/kretry/watchretry"
@@ -216,9 +217,9 @@ func TestBreakInALargeReadIsOneBreak(t *testing.T) {
 			srv := newServer(t, ct,
 				reply{body: events[0]}, // clean EOF long before timeoutSeconds
 				reply{status: http.StatusForbidden, contentType: "application/json", body: []byte(`{}`)})
-			var retries []policy.Retry
+			var retries []establish.Retry
 			resp, _ := rawWatch(t, srv, "resourceVersion=100&timeoutSeconds=60", func(cfg *watchretry.TestConfig) {
-				cfg.Hooks.Retry = func(_ context.Context, r policy.Retry) { retries = append(retries, r) }
+				cfg.Hooks.OnRetry = func(_ context.Context, r establish.Retry) { retries = append(retries, r) }
 			})
 			got, err := io.ReadAll(readsOf(resp.Body, 8<<10))
 			if err != nil || !bytes.Equal(got, events[0]) {

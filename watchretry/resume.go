@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,22 +134,18 @@ func sameVersion(a, b []byte) bool {
 	return bytes.Equal(a, b)
 }
 
-// resumeRequest is the caller's request reopened at resourceVersion, with
-// what remains of its timeout rounded up to whole seconds (0 would mean "no
-// timeout" to the server). Every other parameter is kept as it was. A body
-// (which a GET never needs, and which was read and closed by the first
-// attempt) is not sent again. The caller's request is not modified.
-func resumeRequest(ctx context.Context, orig *http.Request, resourceVersion string, remaining time.Duration) *http.Request {
+// resumeRequest is the caller's request reopened at resourceVersion, every
+// other parameter kept as it was (its timeoutSeconds is set to what remains
+// of it by the bound on each attempt, establish.Bounds). A body (which a GET
+// never needs, and which was read and closed by the first attempt) is not
+// sent again. The caller's request is not modified.
+func resumeRequest(ctx context.Context, orig *http.Request, resourceVersion string) *http.Request {
 	req := orig.Clone(ctx)
 	req.Body, req.GetBody, req.ContentLength = nil, nil, 0
 	query := req.URL.Query()
 	query.Set("resourceVersion", resourceVersion)
 	query.Del("sendInitialEvents")
 	query.Del("resourceVersionMatch")
-	if remaining > 0 {
-		seconds := (remaining + time.Second - 1) / time.Second
-		query.Set("timeoutSeconds", strconv.FormatInt(int64(seconds), 10))
-	}
 	req.URL.RawQuery = query.Encode()
 	return req
 }

@@ -13,24 +13,25 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/utils/clock"
-
 	"github.com/kretry/kretry/internal/establish"
 	"github.com/kretry/kretry/internal/frame"
 	"github.com/kretry/kretry/internal/policy"
 )
 
 // stream is the resuming Response.Body of one WATCH request. It does the
-// I/O; what the I/O meets is decided by next (see machine.go).
+// I/O; what the I/O meets is decided by the policy and carried out by next
+// (see machine.go).
 type stream struct {
 	rt       *roundTripper
 	orig     *http.Request
 	params   watchParams
-	enc      frame.Encoding
 	tracker  *policy.Tracker
 	deadline time.Time // zero when the caller set no timeoutSeconds
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// http1 is set when the watch was answered over HTTP/1.1: its resumes
+	// ask for their connection to be closed after them (see reopen).
+	http1  bool
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// mu guards body and conn, and closed's change with body: Close may
 	// come from another goroutine while Read is blocked on the connection.
@@ -43,11 +44,10 @@ type stream struct {
 	conn   net.Conn
 
 	// server is the TLS state of the last answer, whose stream is being
-	// read or whose 410 is being decided on; lost is the one whose stream
-	// was being read when its connection was last lost. They name
-	// apiservers (see apiserver) only when a resume's 410 asks. Read's
-	// goroutine alone uses them.
-	server, lost *tls.ConnectionState
+	// read or whose 410 is being decided on. It names an apiserver (see
+	// apiserver) only when a break or a resume's 410 is reported. Read's
+	// goroutine alone uses it.
+	server *tls.ConnectionState
 
 	m       machine
 	scanner *frame.Scanner
@@ -71,12 +71,12 @@ func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc fra
 		rt:       rt,
 		orig:     req,
 		params:   params,
-		enc:      enc,
 		tracker:  tracker,
 		deadline: deadline,
+		http1:    resp.ProtoMajor == 1,
 		ctx:      ctx,
 		cancel:   cancel,
-		m:        machine{phase: streaming, point: newResumePoint(params), maxInvalid: rt.cfg.MaxInvalidFrames},
+		m:        machine{phase: streaming, enc: enc, point: newResumePoint(params)},
 		server:   resp.TLS,
 	}
 	s.attach(resp.Body)
@@ -142,16 +142,12 @@ func (s *stream) Close() error {
 	return nil
 }
 
-// handle asks the Tracker what ev calls for, hands both to next and does
-// what it decided.
+// handle asks the policy about the failure ev is, if any, hands both to
+// next and does what it returns.
 func (s *stream) handle(ev *event) {
 	if ev.kind != evFrame {
-		ev.at = s.rt.policy.Clock().Now()
+		s.decide(ev)
 	}
-	if ev.kind == evBroke {
-		s.lost = s.server
-	}
-	s.consult(ev)
 	from := s.m.phase
 	act := next(&s.m, ev)
 	if act.deliver != nil {
@@ -160,7 +156,7 @@ func (s *stream) handle(ev *event) {
 	if ev.kind == evFrame || ev.kind == evError {
 		// A JSON frame whose newline has not arrived yet: the caller gets
 		// the newline on its next Read, not with the next frame.
-		s.owesSeparator = act.delivered && s.enc == frame.JSON && !endsWithSpace(ev.raw)
+		s.owesSeparator = act.delivered && s.m.enc == frame.JSON && !endsWithSpace(ev.raw)
 	}
 	if act.progress {
 		s.tracker.Progress()
@@ -184,45 +180,45 @@ func (s *stream) handle(ev *event) {
 	}
 }
 
-// consult asks the Tracker the question ev raises (see machine.question)
-// and puts its answer in ev.
-func (s *stream) consult(ev *event) {
-	if ev.kind == evFrame {
-		return // a frame raises no question (the path of every event)
+// decide reports the failure ev is, if any, to the policy, and puts its
+// decision in ev: a break or an ERROR event while streaming, a 410 that
+// answered a reopen.
+func (s *stream) decide(ev *event) {
+	var f policy.Failure
+	switch {
+	case ev.kind == evBroke && s.m.phase == streaming:
+		f = policy.Failure{Kind: policy.StreamBroke, GoingAway: policy.GoingAway(ev.err),
+			NoResumePoint: !s.m.point.known, Server: apiserver(s.server)}
+		if ev.reason == establish.ReasonInvalidFrame {
+			f.InvalidFrames = s.m.point.invalid + 1
+		}
+	case ev.kind == evError && s.m.phase == streaming && ev.frame.Code == http.StatusGone:
+		f = policy.Failure{Kind: policy.Gone, InStream: true, Resume: s.m.resumed}
+		if f.Resume {
+			// Its message matters only to a resume's 410: decoded then alone.
+			if st, ok := errorEventStatus(s.m.enc, ev.raw); ok {
+				f.Oldest = policy.OldestInCache(st.Message)
+			}
+			f.Server, f.Connection = apiserver(s.server), s.connection()
+		}
+	case ev.kind == evError && s.m.phase == streaming:
+		wait, _ := policy.SecondsToDuration(int64(ev.frame.RetryAfterSeconds))
+		f = policy.Answer(int(ev.frame.Code), wait)
+		f.InStream, f.NoResumePoint = true, !s.m.point.known
+	case ev.kind == evGoneAnswer && ev.err == nil:
+		f = policy.Failure{Kind: policy.Gone, Resume: true, Oldest: ev.oldest, Server: apiserver(s.server), Connection: s.connection()}
+	default:
+		return
 	}
-	switch s.m.question(ev) {
-	case askDecide:
-		outcome := policy.Outcome{Class: policy.ClassifyStatus(int(ev.frame.Code))}
-		outcome.RetryAfter, outcome.HasRetryAfter = policy.SecondsToDuration(int64(ev.frame.RetryAfterSeconds))
-		ev.decision = s.tracker.Decide(outcome)
-	case askBreak:
-		ev.decision = s.tracker.Break(ev.err)
-	case askGone:
-		ev.gone = s.tracker.Gone(s.expiry(ev))
-	}
+	ev.decision = s.tracker.Decide(f)
 }
 
-// expiry is what a 410 says for policy.Tracker.Gone. An ERROR event's
-// Status is decoded only when it answered a resume after a lost
-// connection, the one case its message matters.
-func (s *stream) expiry(ev *event) policy.Expiry {
-	var expiry policy.Expiry
-	switch {
-	case ev.kind == evGoneAnswer:
-		expiry = policy.Expiry{Resume: s.m.run.lostConnection, Oldest: ev.oldest}
-	case s.m.resumed && s.m.run.lostConnection:
-		expiry.Resume = true
-		if st, ok := errorEventStatus(s.enc, ev.raw); ok {
-			expiry.Oldest = policy.OldestInCache(st.Message)
-		}
-	}
-	if expiry.Resume {
-		expiry.Server, expiry.Lost = apiserver(s.server), apiserver(s.lost)
-		s.mu.Lock()
-		expiry.Connection = connKey(s.conn)
-		s.mu.Unlock()
-	}
-	return expiry
+// connection is the connection the last attempt went over, as a comparable
+// identity (nil: unknown).
+func (s *stream) connection() any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return connKey(s.conn)
 }
 
 // readFrame reads one frame of the current response and reports it in ev,
@@ -252,112 +248,68 @@ func (s *stream) scanError(err error) event {
 		if s.intendedEnd() {
 			return event{kind: evEnd}
 		}
-		return event{kind: evBroke, err: io.EOF, reason: policy.ReasonBrokenBody, cause: "watch ended early"}
+		return event{kind: evBroke, err: io.EOF, reason: establish.ReasonBrokenBody, cause: "watch ended early"}
 	case errors.Is(err, frame.ErrFrameTooLarge):
 		return event{kind: evTooLarge, err: err}
 	case errors.As(err, &invalid):
-		return event{kind: evBroke, err: err, reason: policy.ReasonInvalidFrame, cause: err.Error()}
+		return event{kind: evBroke, err: err, reason: establish.ReasonInvalidFrame, cause: err.Error()}
 	case errors.As(err, new(*stallError)):
-		return event{kind: evBroke, err: err, reason: policy.ReasonStall, cause: err.Error()}
+		return event{kind: evBroke, err: err, reason: establish.ReasonStall, cause: err.Error()}
 	default:
-		return event{kind: evBroke, err: err, reason: policy.ReasonBrokenBody, cause: err.Error()}
+		return event{kind: evBroke, err: err, reason: establish.ReasonBrokenBody, cause: err.Error()}
 	}
 }
 
 // sleep runs waiting's wait.
 func (s *stream) sleep() event {
-	if err := policy.Sleep(s.ctx, s.rt.policy.Clock(), s.m.wait); err != nil {
+	if err := policy.Sleep(s.ctx, s.rt.client.Policy.Clock(), s.m.wait); err != nil {
 		return event{kind: evClosed}
 	}
 	return event{kind: evWaitOver}
 }
 
-// reopen reopens the watch at the resume point with what remains of the
-// caller's timeout, and reports what it met.
+// reopen reopens the watch at the resume point, and reports what it met.
+// Every attempt is bounded by what remains of the caller's timeoutSeconds
+// (which it asks for), the wait for an answer and, during a search, the
+// search's end.
 func (s *stream) reopen() event {
-	now := s.rt.policy.Clock().Now()
-	var remaining time.Duration
-	if s.params.timeout > 0 {
-		remaining = s.deadline.Sub(now)
-		if remaining < time.Second {
-			return event{kind: evDeadline} // the caller's watch is over
-		}
-	}
-	ctx := s.traced()
-	var searchEnd clock.Timer
-	if search := s.m.run.search; search != nil {
-		// A search for an apiserver that holds the resume point: it ends at
-		// its bound, the attempt in flight (or its wait) abandoned.
-		left := search.until.Sub(now)
-		if left <= 0 {
-			return event{kind: evSearchOver}
-		}
-		var abandon context.CancelFunc
-		ctx, abandon = context.WithCancel(ctx)
-		searchEnd = s.rt.policy.Clock().AfterFunc(left, abandon)
-	}
 	rv := string(s.m.point.rv)
-	req := resumeRequest(ctx, s.orig, rv, remaining)
-	if s.m.newConnection {
-		// A 410 came from the apiserver this connection reaches: ask for
-		// another one.
-		req.Close = s.retireConnection()
+	req := resumeRequest(s.traced(), s.orig, rv)
+	// A new connection: over HTTP/1.1 every resume's, so that a 410's
+	// connection never goes back to net/http's pool, where the search's
+	// retry (or any other request) would be handed it; over HTTP/2 the
+	// 410's connection is retired by the search's retry (see marks).
+	req.Close = s.http1 || (s.m.newConnection && s.rt.conns.mark(s.lastConn()))
+	bounds := establish.Bounds{Deadline: s.deadline, AnswerTimeout: policy.AnswerTimeout}
+	if s.m.search != nil {
+		bounds.Until = s.m.search.until
 	}
-	resp, attempts, err := s.rt.client.Resume(req, s.tracker, establish.Run{
-		ResourceVersion: rv, Since: s.m.run.since, Attempts: s.m.run.attempts,
-	}, s.rt.bounds(s.deadline))
-	if searchEnd != nil && !searchEnd.Stop() && !s.ended() {
-		// The search's bound: the first 410 goes to the caller now.
-		if err == nil {
-			establish.DrainAndClose(resp.Body)
-		}
-		return event{kind: evSearchOver, attempts: attempts}
-	}
-	if err == nil {
-		s.server = resp.TLS
-	}
+	resp, _, err := s.rt.client.Resume(req, s.tracker, rv, bounds)
 	switch {
 	case err != nil && s.ended():
-		return event{kind: evClosed, attempts: attempts}
+		return event{kind: evClosed}
 	case err != nil:
-		return event{kind: evReopenFailed, attempts: attempts}
-	case resp.StatusCode == http.StatusOK:
-		if enc, ok := frame.EncodingFor(resp.Header.Get("Content-Type")); !ok || enc != s.enc {
-			_ = resp.Body.Close() // a stream: nothing to drain to
-			return event{kind: evMismatch, attempts: attempts}
-		}
-		return event{kind: evOpened, attempts: attempts, body: resp.Body}
-	case resp.StatusCode == http.StatusGone:
-		st := responseStatus(resp)
-		raw, err := frame.EncodeError(s.enc, st)
-		return event{kind: evGoneAnswer, attempts: attempts, raw: raw, err: err, oldest: policy.OldestInCache(st.Message)}
-	default:
-		establish.DrainAndClose(resp.Body)
-		return event{kind: evRefused, attempts: attempts}
+		return event{kind: evReopenFailed}
 	}
+	s.server = resp.TLS
+	switch resp.StatusCode {
+	case http.StatusOK:
+		enc, _ := frame.EncodingFor(resp.Header.Get("Content-Type"))
+		return event{kind: evOpened, body: resp.Body, enc: enc}
+	case http.StatusGone:
+		st := responseStatus(resp)
+		raw, err := frame.EncodeError(s.m.enc, st)
+		return event{kind: evGoneAnswer, raw: raw, err: err, oldest: policy.OldestInCache(st.Message)}
+	}
+	establish.DrainAndClose(resp.Body)
+	return event{kind: evRefused}
 }
 
-// retireConnection makes sure the reopen after a 410 reaches a new
-// connection, which a balancer routes again, and reports whether the
-// request must ask for one (req.Close).
-func (s *stream) retireConnection() bool {
+// lastConn is the connection the last attempt went over; nil: unknown.
+func (s *stream) lastConn() net.Conn {
 	s.mu.Lock()
-	conn := s.conn
-	s.mu.Unlock()
-	switch {
-	case http1(conn):
-		// Its connection goes back to net/http's pool once its answer is
-		// read, and the retry would be handed it again: close it.
-		_ = conn.Close()
-		return false
-	case conn != nil && retireIdle(s.rt.client.Next, conn):
-		// HTTP/2, the connection carrying nothing else: closed.
-		return false
-	default:
-		// It carries other requests (other watches): the retry's req.Close
-		// retires it (see marks), and the retry after it dials anew.
-		return s.rt.conns.mark(conn)
-	}
+	defer s.mu.Unlock()
+	return s.conn
 }
 
 // traced is the stream's context with a trace that records the connection
@@ -375,7 +327,7 @@ func (s *stream) traced() context.Context {
 // intendedEnd reports whether a clean end of the server's stream is the end
 // the caller asked for: its timeoutSeconds has elapsed.
 func (s *stream) intendedEnd() bool {
-	return s.params.timeout > 0 && !s.rt.policy.Clock().Now().Before(s.deadline)
+	return s.params.timeout > 0 && !s.rt.client.Policy.Clock().Now().Before(s.deadline)
 }
 
 // ended reports whether the stream's context has ended, by Close or by the
@@ -401,10 +353,10 @@ func (s *stream) attach(body io.ReadCloser) {
 		_ = body.Close()
 		r = http.NoBody
 	case s.rt.cfg.StallTimeout > 0:
-		r = &stallReader{r: body, clock: s.rt.policy.Clock(), timeout: s.rt.cfg.StallTimeout}
+		r = &stallReader{r: body, clock: s.rt.client.Policy.Clock(), timeout: s.rt.cfg.StallTimeout}
 	}
 	if s.scanner == nil {
-		s.scanner = frame.NewScanner(r, s.enc, s.rt.cfg.MaxFrameSize)
+		s.scanner = frame.NewScanner(r, s.m.enc, s.rt.cfg.MaxFrameSize)
 		return
 	}
 	s.scanner.Reset(r) // reuses the buffer grown so far

@@ -346,8 +346,8 @@ func TestMalformedFrame(t *testing.T) {
 			if len(got) != 1 || got[0].Type != watch.Error {
 				t.Fatalf("got %v, want one decode error", got)
 			}
-			if n := srv.requestCount(); n != 1+watchretry.DefaultMaxInvalidFrames {
-				t.Fatalf("%d requests, want %d", n, 1+watchretry.DefaultMaxInvalidFrames)
+			if n := srv.requestCount(); n != 1+policy.DefaultMaxInvalidFrames {
+				t.Fatalf("%d requests, want %d", n, 1+policy.DefaultMaxInvalidFrames)
 			}
 		})
 	}

@@ -70,20 +70,36 @@ func newSide(name string, cfg *rest.Config, retryLog io.Writer) (*side, *kuberne
 	}
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { s.wire.next = next; return s.wire })
 	if s.kretry {
-		cfg.Wrap(transport.Wrapper(transport.Config{OnRetry: func(r transport.Retry) { s.noteRetry(r.Reason, r.Cause, r.Wait, retryLog) }}))
+		cfg.Wrap(transport.Wrapper(transport.Config{Observer: retryNotes{s, retryLog}}))
 	}
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { s.ends.next = next; return s.ends })
 	clientset, err := kubernetes.NewForConfig(cfg)
 	return s, clientset, err
 }
 
-// noteRetry counts one of kretry's retries and, with -v, logs it.
-func (s *side) noteRetry(reason any, cause string, wait time.Duration, retryLog io.Writer) {
-	s.retries.Add(1)
-	if retryLog != nil {
-		fmt.Fprintf(retryLog, "%s %s: kretry retries (%v: %s) in %s\n", time.Now().Format("15:04:05.000"), s.name, reason, cause, wait.Round(time.Millisecond))
-	}
+// retryNotes is the transport.Observer of a kretry side: it counts the
+// side's retries and, with -v, logs each.
+type retryNotes struct {
+	side *side
+	log  io.Writer
 }
+
+func (n retryNotes) ObserveRetry(e transport.RetryEvent) {
+	n.side.retries.Add(1)
+	if n.log == nil {
+		return
+	}
+	cause := "a break"
+	if e.Code != 0 {
+		cause = fmt.Sprintf("code %d", e.Code)
+	}
+	fmt.Fprintf(n.log, "%s %s: kretry retries a %s (%s: %s) in %s\n", time.Now().Format("15:04:05.000"), n.side.name,
+		e.Verb, e.Reason, cause, e.Wait.Round(time.Millisecond))
+}
+
+func (retryNotes) ObserveAttempt(transport.AttemptEvent)      {}
+func (retryNotes) ObserveGiveUp(transport.GiveUpEvent)        {}
+func (retryNotes) ObserveBudgetRefusal(transport.BudgetEvent) {}
 
 // startInformer starts an informer side; its handlers note every change they are told of.
 func startInformer(ctx context.Context, name string, cfg *rest.Config, namespace string, retryLog io.Writer) (*side, error) {

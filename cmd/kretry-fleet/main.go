@@ -150,18 +150,19 @@ func kinds() []clientKind {
 	return []clientKind{
 		{name: "client-go", config: func(*kretryCounters) *transport.Config { return nil }},
 		{name: "kretry", config: func(c *kretryCounters) *transport.Config {
-			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }, Observer: refusalCounter{c}}
+			return &transport.Config{Observer: retryCounter{c}}
 		}},
 		{name: "kretry-nobudget", config: func(c *kretryCounters) *transport.Config {
-			return &transport.Config{OnRetry: func(transport.Retry) { c.retries.Add(1) }, RetryBudget: transport.RetryBudget{Disabled: true}}
+			return &transport.Config{Observer: retryCounter{c}, RetryBudget: transport.RetryBudget{Disabled: true}}
 		}},
 	}
 }
 
-// refusalCounter is a transport.Observer counting the retries the budget refused.
-type refusalCounter struct{ counters *kretryCounters }
+// retryCounter is a transport.Observer counting kretry's retries and the
+// retries the budget refused.
+type retryCounter struct{ counters *kretryCounters }
 
-func (r refusalCounter) ObserveBudgetRefusal(transport.BudgetEvent) { r.counters.budgetRefusals.Add(1) }
-func (refusalCounter) ObserveAttempt(transport.AttemptEvent)        {}
-func (refusalCounter) ObserveRetry(transport.RetryEvent)            {}
-func (refusalCounter) ObserveGiveUp(transport.GiveUpEvent)          {}
+func (r retryCounter) ObserveRetry(transport.RetryEvent)          { r.counters.retries.Add(1) }
+func (r retryCounter) ObserveBudgetRefusal(transport.BudgetEvent) { r.counters.budgetRefusals.Add(1) }
+func (retryCounter) ObserveAttempt(transport.AttemptEvent)        {}
+func (retryCounter) ObserveGiveUp(transport.GiveUpEvent)          {}

@@ -13,7 +13,8 @@ import (
 )
 
 // Bounds bound every attempt of one watch request: its establishment, or
-// one reopening of it. The zero Bounds bounds nothing (a LIST's attempts).
+// one reopening of it, or one re-request of a LIST body. The zero Bounds
+// bounds nothing (a LIST's attempts).
 type Bounds struct {
 	// Deadline is when the caller's watch ends: its timeoutSeconds from the
 	// moment it was sent; zero when it set none. Each attempt carries
@@ -26,6 +27,10 @@ type Bounds struct {
 	// response headers; past it the attempt is a failure without an answer,
 	// retried within the window like a refused connection.
 	AnswerTimeout time.Duration
+	// Until, when set, is the end of the search for an apiserver that holds
+	// a watch's resume point (policy.Decision.Until): an attempt still
+	// waiting for its answer then is abandoned, and the loop stops.
+	Until time.Time
 }
 
 // noAnswerError is an attempt that got no response headers within
@@ -48,24 +53,37 @@ func (e *noAnswerError) Temporary() bool { return true }
 // answer came: the watch is over.
 var errDeadline = errors.New("kretry: the watch's timeoutSeconds ended before the server answered")
 
+// errSearchOver is an attempt abandoned at the end of the search it belongs
+// to (Bounds.Until): the search's 410 is the caller's.
+var errSearchOver = errors.New("kretry: the search for an apiserver that holds the resume point ended")
+
 // bounded sends one attempt through next within b: with what remains of the
 // caller's timeoutSeconds, cancelled if no response headers come before the
-// deadline or the answer timeout. The response body, if any, cancels the
+// deadline, the end of a search or the answer timeout. The response body, if any, cancels the
 // attempt's context when closed.
 func (b Bounds) bounded(clock policy.Clock, next http.RoundTripper, req *http.Request) (*http.Response, error) {
-	if b.Deadline.IsZero() && b.AnswerTimeout <= 0 {
+	if b.Deadline.IsZero() && b.AnswerTimeout <= 0 && b.Until.IsZero() {
 		return next.RoundTrip(req)
 	}
 	limit, cause := b.AnswerTimeout, error(&noAnswerError{after: b.AnswerTimeout})
-	if !b.Deadline.IsZero() {
-		left := b.Deadline.Sub(clock.Now())
+	now := clock.Now()
+	for _, end := range []struct {
+		at    time.Time
+		cause error
+	}{{b.Deadline, errDeadline}, {b.Until, errSearchOver}} {
+		if end.at.IsZero() {
+			continue
+		}
+		left := end.at.Sub(now)
 		if left <= 0 {
-			return nil, errDeadline
+			return nil, end.cause
 		}
 		if limit <= 0 || left <= limit {
-			limit, cause = left, errDeadline
+			limit, cause = left, end.cause
 		}
-		req = withTimeout(req, left)
+	}
+	if !b.Deadline.IsZero() {
+		req = withTimeout(req, b.Deadline.Sub(now))
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := clock.AfterFunc(limit, func() { cancel(cause) })

@@ -40,10 +40,12 @@ func TestWithTimeout(t *testing.T) {
 // timeout is retried like a refused connection, and the deadline's
 // cancellation is not (the watch is over).
 func TestNoAnswerIsAFailureWithoutAnswer(t *testing.T) {
-	if c := policy.ClassifyError(&noAnswerError{after: 20 * time.Second}); c != policy.InternalError {
-		t.Errorf("no answer classified %v, want InternalError", c)
+	if f := policy.Unanswered(&noAnswerError{after: 20 * time.Second}); f.Kind != policy.NoAnswer {
+		t.Errorf("no answer is %v, want a failure without an answer", f.Kind)
 	}
-	if c := policy.ClassifyError(errDeadline); c != policy.Deliver {
-		t.Errorf("the deadline classified %v, want Deliver", c)
+	for _, err := range []error{errDeadline, errSearchOver} {
+		if f := policy.Unanswered(err); f.Kind != policy.Final {
+			t.Errorf("%v is %v, want final (the loop stops on it)", err, f.Kind)
+		}
 	}
 }

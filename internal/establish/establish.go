@@ -21,81 +21,104 @@ import (
 // retryable outcome any further.
 var errGiveUp = errors.New("kretry: retries exhausted")
 
-// Client sends GET requests until the policy hands the outcome over.
+// Client sends GET requests until the policy hands the outcome over. One
+// Client is what a transport's retrying RoundTrippers share: the next
+// RoundTripper, the policy (and so its retry budget), the reporter and the
+// give-up error. It is itself a RoundTripper that sends a request once,
+// through Next, so that package transport can hand it to watchretry.New and
+// listretry.New as their next RoundTripper (see For).
 type Client struct {
 	// Next is the RoundTripper below kretry (client-go's TLS transport).
 	Next http.RoundTripper
 	// Policy decides and its Clock waits.
 	Policy *policy.Policy
-	// Hooks are told about every attempt, every retry before its wait,
-	// and every give-up.
-	Hooks policy.Hooks
+	// Report hears every attempt, retry, give-up and LIST body resume; nil
+	// hears nothing.
+	Report Reporter
+	// GiveUpError, if set, makes the error a give-up returns (a retry loop
+	// that stopped on failures without an answer, a LIST body whose resume
+	// did not succeed) from this package's: package transport's public
+	// *GiveUpError. It must keep what e unwraps to reachable.
+	GiveUpError func(e *GiveUpError) error
+}
+
+// For returns the Client a retrying RoundTripper built over next uses: next
+// itself when it is one (package transport builds one Client and hands it
+// to every RoundTripper it composes, so that they share its policy, budget
+// and reporting), else a Client over next with the recommended policy.
+func For(next http.RoundTripper) *Client {
+	if c, ok := next.(*Client); ok {
+		return c
+	}
+	return &Client{Next: next, Policy: policy.New(policy.Config{})}
+}
+
+// RoundTrip sends req once, through Next.
+func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) { return c.Next.RoundTrip(req) }
+
+// WrappedRoundTripper lets client-go's utilnet helpers reach Next.
+func (c *Client) WrappedRoundTripper() http.RoundTripper { return c.Next }
+
+// Reporter returns the client's reporter, Silent when it has none.
+func (c *Client) Reporter() Reporter {
+	if c.Report == nil {
+		return Silent{}
+	}
+	return c.Report
+}
+
+// GiveUp is the error of a give-up: e, or what GiveUpError makes of it.
+func (c *Client) GiveUp(e *GiveUpError) error {
+	if c.GiveUpError != nil {
+		return c.GiveUpError(e)
+	}
+	return e
 }
 
 // Do sends req until an answer the caller should see arrives, and returns
-// it. req's body, if any, is closed, as the RoundTripper contract asks. tracker carries the failure history (a watch stream keeps one across
-// reopens). If handle is non-nil it is run on every response the policy
-// would deliver; an error it returns (a LIST body broken mid-read) is an
-// outcome like any other.
+// it. req's body, if any, is closed, as the RoundTripper contract asks.
+// tracker carries the history (a watch stream keeps one across reopens). If
+// handle is non-nil it is run on every response the policy would deliver;
+// an error it returns (a LIST body broken mid-read) is an outcome like any
+// other.
 //
 // When the policy gives up on a 429 or 5xx, Do returns the server's last
 // response, its Status body intact, without Retry-After, so client-go does
 // not add its own retries on top of kretry's. When it gives up on a
-// connection failure or a broken body it returns a *GiveUpError, which
-// client-go does not retry either. An error the policy does not retry (TLS
-// verification, DNS) is returned as the next RoundTripper returned it. A
-// wait ends as soon as req's context does, and Do then returns the
-// context's error, or, if the wait was for a 429, that 429's answer.
-// req itself is never modified.
-func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, error) {
-	resp, _, err := c.do(req, tracker, handle, nil, Bounds{})
-	return resp, err
-}
-
-// DoCounted is Do that also returns how many requests it sent.
-func (c *Client) DoCounted(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, int, error) {
-	return c.do(req, tracker, handle, nil, Bounds{})
+// connection failure or a broken body it returns the give-up error (see
+// GiveUp), which client-go does not retry either. An error the policy does
+// not retry (TLS verification, DNS) is returned as the next RoundTripper
+// returned it. A wait ends as soon as req's context does, and Do then
+// returns the context's error, or, if the wait was for a 429, that 429's
+// answer. req itself is never modified. It also returns how many requests
+// it sent.
+func (c *Client) Do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error) (*http.Response, int, error) {
+	return c.do(req, tracker, handle, "", Bounds{})
 }
 
 // Watch is Do for the establishment of a watch: every attempt is bounded
 // by bounds (the caller's deadline, the wait for an answer).
 func (c *Client) Watch(req *http.Request, tracker *policy.Tracker, bounds Bounds) (*http.Response, error) {
-	resp, _, err := c.do(req, tracker, nil, nil, bounds)
+	resp, _, err := c.do(req, tracker, nil, "", bounds)
 	return resp, err
 }
 
-// Run is the failure run a watch reopening belongs to, for the hooks.
-type Run struct {
-	// ResourceVersion is the resume point.
-	ResourceVersion string
-	// Since is when the run began: the watch's first break after progress.
-	Since time.Time
-	// Attempts is how many reopening requests the run has sent before.
-	Attempts int
+// Resume is Watch for the reopening of a watch, or the re-request of a LIST
+// body, at resourceVersion: its attempts, retries and give-ups are reported
+// as a resume's, counted from the start of the tracker's run of failures.
+// It also returns how many requests it sent.
+func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, resourceVersion string, bounds Bounds) (*http.Response, int, error) {
+	return c.do(req, tracker, nil, resourceVersion, bounds)
 }
 
-// Resume is Watch for the reopening of an established watch in run: its
-// attempts, retries and give-ups are reported as a resume's, counted from
-// the run's start. It also returns how many requests it sent.
-func (c *Client) Resume(req *http.Request, tracker *policy.Tracker, run Run, bounds Bounds) (*http.Response, int, error) {
-	return c.do(req, tracker, nil, &run, bounds)
-}
-
-// do is Do, and also returns the number of requests sent; resume is the
-// run of a watch reopening, else nil.
-func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resume *Run, bounds Bounds) (*http.Response, int, error) {
+// do is Do; resourceVersion is a resume's point, "" for a request's
+// establishment.
+func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*http.Response) error, resourceVersion string, bounds Bounds) (*http.Response, int, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
-	start := c.Policy.Clock().Now()
-	loop := &loop{client: c, tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
-		handle: handle, start: start, runStart: start, bounds: bounds}
-	if resume != nil {
-		loop.resume, loop.resourceVersion, loop.attemptsBefore = true, resume.ResourceVersion, resume.Attempts
-		if !resume.Since.IsZero() {
-			loop.runStart = resume.Since
-		}
-	}
+	loop := &loop{client: c, report: c.Reporter(), tracker: tracker, ctx: req.Context(), path: req.URL.Path, host: req.URL.Host,
+		handle: handle, start: c.Policy.Clock().Now(), bounds: bounds, resume: resourceVersion != "", resourceVersion: resourceVersion}
 	retryable := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Transport: loop,
@@ -137,9 +160,9 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 		if loop.lastErr != nil {
 			last = loop.lastErr
 		}
-		return nil, loop.attempts, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: last}
+		return nil, loop.attempts, c.GiveUp(&GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: last})
 	case loop.gaveUp:
-		return nil, loop.attempts, &GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err}
+		return nil, loop.attempts, c.GiveUp(&GiveUpError{Attempts: loop.attempts, Elapsed: c.Policy.Clock().Since(loop.start), Last: err})
 	}
 	return nil, loop.attempts, err
 }
@@ -149,6 +172,7 @@ func (c *Client) do(req *http.Request, tracker *policy.Tracker, handle func(*htt
 // next RoundTripper's errors before http.Client wraps or rewrites them.
 type loop struct {
 	client  *Client
+	report  Reporter
 	tracker *policy.Tracker
 	ctx     context.Context
 	path    string
@@ -157,18 +181,15 @@ type loop struct {
 	// handle, if set, readies every answer the policy would deliver before
 	// the policy decides on it (see checkRetry); nil: none.
 	handle func(*http.Response) error
-	// resume and resourceVersion mark the reopening of an established
-	// watch at its resume point, for the hooks, which count attempts and
-	// time from the start of the failure run (runStart, attemptsBefore):
-	// for a reopening, the watch's first break; else start.
+	// resume and resourceVersion mark a resume at its resourceVersion: the
+	// reports count its attempts and time from the start of the tracker's
+	// run of failures, not from this call.
 	resume          bool
 	resourceVersion string
-	runStart        time.Time
-	attemptsBefore  int
 	// attempts counts the requests sent, observed those reported to
-	// Hooks.Attempt: checkRetry is asked once per attempt, but http.Client
-	// may refuse a request before any RoundTrip (a nil URL), and then no
-	// new attempt is reported.
+	// Reporter.Attempt: checkRetry is asked once per attempt, but
+	// http.Client may refuse a request before any RoundTrip (a nil URL), and
+	// then no new attempt is reported.
 	attempts, observed int
 	// gaveUp is set when the policy declined to retry a connection failure
 	// or a broken body it would otherwise retry.
@@ -183,7 +204,8 @@ type loop struct {
 	// drained is the response retryablehttp drained and closed before its
 	// last wait; it must not be closed again.
 	drained *http.Response
-	// bounds bound each attempt (a watch's deadline and answer timeout).
+	// bounds bound each attempt (a watch's deadline and answer timeout, a
+	// search's end).
 	bounds Bounds
 	// lastAnswer is the last answer retried (a 429 or 5xx), lastErr the
 	// last connection failure retried: what the caller gets when its
@@ -198,6 +220,7 @@ type loop struct {
 // connection pool.
 func (l *loop) RoundTrip(req *http.Request) (*http.Response, error) {
 	l.attempts++
+	l.tracker.Sent()
 	l.throttled = nil
 	resp, err := l.bounds.bounded(l.client.Policy.Clock(), l.client.Next, req)
 	if err != nil && resp != nil {
@@ -209,10 +232,10 @@ func (l *loop) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// checkRetry turns an attempt into an outcome and asks the policy. When it
-// stops, the error it returns is the one the caller gets (see giveUp):
-// errGiveUp for a response the policy gave up on, else the attempt's own
-// error, or the context's.
+// checkRetry reports the attempt's failure to the policy and does what it
+// decides. When it stops, the error it returns is the one the caller gets
+// (see giveUp): errGiveUp for a response the policy gave up on, else the
+// attempt's own error, or the context's.
 func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if resp == nil && err != nil {
 		// err is http.Client's wrapping of what the RoundTripper said.
@@ -223,7 +246,7 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		}
 	}
 	l.roundTripErr = nil
-	if err == nil && resp != nil && l.handle != nil && policy.ClassifyStatus(resp.StatusCode) == policy.Deliver {
+	if err == nil && resp != nil && l.handle != nil && !policy.Retryable(resp.StatusCode) {
 		// The answer is readied (a LIST body read) before anything is
 		// decided: a body that breaks meanwhile is the attempt's outcome.
 		// retryablehttp is given no response handler, so that it asks
@@ -234,109 +257,133 @@ func (l *loop) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		l.attempted(0, true)
 		return false, ctxErr
 	}
-	if errors.Is(err, errDeadline) {
+	switch {
+	case errors.Is(err, errDeadline):
 		l.attempted(0, true)
-		l.gaveUpOn(policy.ReasonDeadline, policy.Decision{Stopped: policy.StoppedByDeadline})
+		l.gaveUpOn(ReasonDeadline, false)
+		return false, err
+	case errors.Is(err, errSearchOver):
+		// The search this reopening belongs to is over: its 410 is the
+		// caller's, not this attempt's failure.
+		l.attempted(0, true)
 		return false, err
 	}
-	outcome, cause := l.outcome(resp, err)
-	decision := l.tracker.Decide(outcome)
+	failure, cause := l.failure(resp, err)
+	decision := l.tracker.Decide(failure)
 	code := 0 // no whole answer: none arrived, or its body broke
 	if err == nil && resp != nil {
 		code = resp.StatusCode
 	}
 	l.attempted(code, false)
-	if !decision.Retry {
-		if outcome.Class != policy.Deliver {
-			l.gaveUpOn(reason(resp, err, outcome.Class), decision)
+	reason := reasonOf(failure, resp, err)
+	switch decision.Action {
+	case policy.Retry:
+	case policy.GiveUp:
+		switch decision.Stop {
+		case policy.StoppedByDeadline:
+			l.gaveUpOn(ReasonDeadline, false)
+		case policy.StoppedBySearch:
+		default:
+			l.gaveUpOn(reason, decision.Stop == policy.StoppedByBudget)
 		}
-		switch {
-		case err != nil:
-			l.gaveUp = outcome.Class != policy.Deliver
+		if err != nil {
+			l.gaveUp = true
 			return false, err
-		case outcome.Class != policy.Deliver:
-			return false, errGiveUp
 		}
-		return false, nil
+		return false, errGiveUp
+	default:
+		return false, err
 	}
 	l.wait = decision.Wait
 	switch {
 	case err != nil:
 		l.lastAnswer, l.lastErr = nil, err
-	case resp != nil && (outcome.Class == policy.TooManyRequests || !l.bounds.Deadline.IsZero()):
+	case resp != nil && (failure.Kind == policy.Throttled || !l.bounds.Deadline.IsZero()):
 		l.lastAnswer, l.lastErr = saveAnswer(resp), nil
-		if outcome.Class == policy.TooManyRequests {
+		if failure.Kind == policy.Throttled {
 			l.throttled = l.lastAnswer
 		}
 	}
-	if hook := l.client.Hooks.Retry; hook != nil {
-		hook(l.ctx, policy.Retry{
-			Path: l.path, Host: l.host, Code: code, Reason: reason(resp, err, outcome.Class), Cause: cause,
-			Wait: decision.Wait, Resume: l.resume, Attempts: l.attemptsBefore + l.attempts, Elapsed: l.client.Policy.Clock().Since(l.runStart),
-			ResourceVersion: l.resourceVersion,
-		})
-	}
+	attempts, elapsed := l.run()
+	l.report.Retry(l.ctx, Retry{
+		Path: l.path, Host: l.host, Code: code, Reason: reason, Cause: cause, Wait: decision.Wait,
+		Resume: l.resume, Attempts: attempts, Elapsed: elapsed, ResourceVersion: l.resourceVersion,
+	})
 	return true, nil
 }
 
-// attempted reports the attempt in flight to Hooks.Attempt, once.
+// run is what the reports count: the attempts and the time of this request,
+// or, for a resume, of the tracker's run of failures.
+func (l *loop) run() (attempts int, elapsed time.Duration) {
+	clock := l.client.Policy.Clock()
+	if !l.resume {
+		return l.attempts, clock.Since(l.start)
+	}
+	since, attempts := l.tracker.Run()
+	if since.IsZero() {
+		since = l.start
+	}
+	return attempts, clock.Since(since)
+}
+
+// attempted reports the attempt in flight to Reporter.Attempt, once.
 func (l *loop) attempted(code int, canceled bool) {
 	if l.observed == l.attempts {
 		return
 	}
 	l.observed = l.attempts
-	if hook := l.client.Hooks.Attempt; hook != nil {
-		hook(l.ctx, policy.Attempt{
-			Path: l.path, Host: l.host, Code: code, Canceled: canceled,
-			Number: l.attemptsBefore + l.attempts, Resume: l.resume, ResourceVersion: l.resourceVersion,
-		})
-	}
+	number, _ := l.run()
+	l.report.Attempt(l.ctx, Attempt{
+		Path: l.path, Host: l.host, Code: code, Canceled: canceled,
+		Number: number, Resume: l.resume, ResourceVersion: l.resourceVersion,
+	})
 }
 
-// gaveUpOn reports a retryable failure of reason that decision stopped.
-func (l *loop) gaveUpOn(reason string, decision policy.Decision) {
-	if hook := l.client.Hooks.GiveUp; hook != nil {
-		hook(l.ctx, policy.GiveUp{
-			Path: l.path, Host: l.host, Reason: decision.Reason(reason), BudgetRefused: decision.Stopped == policy.StoppedByBudget,
-			Attempts: l.attemptsBefore + l.attempts, Elapsed: l.client.Policy.Clock().Since(l.runStart), Resume: l.resume,
-			ResourceVersion: l.resourceVersion,
-		})
-	}
+// gaveUpOn reports a retryable failure of reason given up on.
+func (l *loop) gaveUpOn(reason string, budgetRefused bool) {
+	attempts, elapsed := l.run()
+	l.report.GiveUp(l.ctx, GiveUp{
+		Path: l.path, Host: l.host, Reason: reason, BudgetRefused: budgetRefused,
+		Attempts: attempts, Elapsed: elapsed, Resume: l.resume, ResourceVersion: l.resourceVersion,
+	})
 }
 
-// reason names why an attempt is retried or given up on, for the hooks.
-func reason(resp *http.Response, err error, class policy.Class) string {
+// reasonOf names why an attempt that failed with f is retried or given up
+// on, for the reports.
+func reasonOf(f policy.Failure, resp *http.Response, err error) string {
 	switch {
-	case class == policy.TooManyRequests:
-		return policy.ReasonTooManyRequests
+	case f.Kind == policy.Throttled:
+		return ReasonTooManyRequests
 	case err != nil && resp != nil:
-		return policy.ReasonBrokenBody
+		return ReasonBrokenBody
 	case err != nil:
-		return policy.ReasonConnection
+		return ReasonConnection
 	}
-	return policy.ReasonServerError
+	return ReasonServerError
 }
 
-// outcome classifies one attempt. err is set when no response arrived, or
-// when the response handler failed reading the body.
-func (l *loop) outcome(resp *http.Response, err error) (policy.Outcome, string) {
+// failure is what one attempt came to, and its cause for the reports. err
+// is set when no response arrived, or when the response handler failed
+// reading the body: a body broken before the caller got it is an answer
+// that failed, like a 5xx.
+func (l *loop) failure(resp *http.Response, err error) (policy.Failure, string) {
 	switch {
 	case err != nil && resp != nil:
-		return policy.Outcome{Class: policy.ClassifyBodyError(err)}, "broken body: " + err.Error()
+		if !policy.BodyBreak(err) {
+			return policy.Failure{Kind: policy.Final}, ""
+		}
+		return policy.Failure{Kind: policy.ServerError}, "broken body: " + err.Error()
 	case err != nil:
-		return policy.NoAnswer(err), err.Error()
-	}
-	outcome := policy.Outcome{Class: policy.ClassifyStatus(resp.StatusCode)}
-	if outcome.Class == policy.Deliver {
-		return outcome, ""
+		return policy.Unanswered(err), err.Error()
+	case !policy.Retryable(resp.StatusCode):
+		return policy.Failure{Kind: policy.Final}, ""
 	}
 	now := l.client.Policy.Clock().Now()
-	if wait, ok := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
-		outcome.RetryAfter, outcome.HasRetryAfter = wait, true
-	} else if wait, ok := statusRetryAfter(resp); ok {
-		outcome.RetryAfter, outcome.HasRetryAfter = wait, true
+	wait, ok := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), now)
+	if !ok {
+		wait, _ = statusRetryAfter(resp)
 	}
-	return outcome, strconv.Itoa(resp.StatusCode)
+	return policy.Answer(resp.StatusCode, wait), strconv.Itoa(resp.StatusCode)
 }
 
 // statusRetryAfter reads the start of resp's body for a Status naming

@@ -65,7 +65,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 	body := io.NopCloser(strings.NewReader("unusual GET body"))
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", body)
 	req.RequestURI = "/api/v1/pods" // as a server-side request would carry
-	resp, err := client.Do(req, client.Policy.NewTracker(), nil)
+	resp, _, err := client.Do(req, client.Policy.NewTracker(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestHandleErrorIsAnOutcome(t *testing.T) {
 				}
 				return nil
 			}
-			resp, err := client.Do(req, client.Policy.NewTracker(), handle)
+			resp, _, err := client.Do(req, client.Policy.NewTracker(), handle)
 			if len(next.reqs) != tt.wantCalls {
 				t.Errorf("%d attempts, want %d", len(next.reqs), tt.wantCalls)
 			}
@@ -140,13 +140,13 @@ func TestTrackerSpansCalls(t *testing.T) {
 	client, clock := newClient(next, 3*time.Second)
 	tracker := client.Policy.NewTracker()
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods?watch=1", nil)
-	resp, err := client.Do(req, tracker, nil)
+	resp, _, err := client.Do(req, tracker, nil)
 	if err != nil || resp.StatusCode != 500 {
 		t.Fatalf("Do = %v, %v", resp, err)
 	}
 	resp.Body.Close()
 	first := len(next.reqs) // 0.8 + 1.6 + 0.6: 4 attempts
-	resp, err = client.Do(req, tracker, nil)
+	resp, _, err = client.Do(req, tracker, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestTrackerSpansCalls(t *testing.T) {
 		t.Errorf("attempts %d then %d, want 4 then 1 (window spent)", first, len(next.reqs)-first)
 	}
 	tracker.Progress()
-	resp, _ = client.Do(req, tracker, nil)
+	resp, _, _ = client.Do(req, tracker, nil)
 	resp.Body.Close()
 	if len(next.reqs) <= 5 {
 		t.Error("no retry after progress")
@@ -177,7 +177,7 @@ func TestProtobufStatusRetryAfter(t *testing.T) {
 	next := &scripted{steps: []func(*http.Request) (*http.Response, error){answer(429, header, body, &closed), answer(200, nil, "ok", &closed)}}
 	client, clock := newClient(next, 0)
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", nil)
-	resp, err := client.Do(req, client.Policy.NewTracker(), nil)
+	resp, _, err := client.Do(req, client.Policy.NewTracker(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +234,9 @@ func TestHandleRunsBeforeTheDecision(t *testing.T) {
 	}}
 	client, clock := newClient(next, time.Second)
 	var events []string
-	client.Hooks.Attempt = func(_ context.Context, a policy.Attempt) {
+	client.Report = attempts(func(a Attempt) {
 		events = append(events, fmt.Sprintf("attempt %d: %d", a.Number, a.Code))
-	}
+	})
 	handle := func(resp *http.Response) error {
 		events = append(events, fmt.Sprintf("handle %d", resp.StatusCode))
 		if len(next.reqs) == 2 {
@@ -246,14 +246,14 @@ func TestHandleRunsBeforeTheDecision(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", nil)
 	tracker := client.Policy.NewTracker()
-	resp, err := client.Do(req, tracker, handle)
+	resp, _, err := client.Do(req, tracker, handle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	// A 503 after the window: given up on, handed over without the handler.
 	clock.Advance(time.Hour)
-	resp, err = client.Do(req, tracker, handle)
+	resp, _, err = client.Do(req, tracker, handle)
 	if err != nil || resp.StatusCode != 503 {
 		t.Fatalf("Do = %v, %v; want the 503", resp, err)
 	}
@@ -268,3 +268,11 @@ func TestHandleRunsBeforeTheDecision(t *testing.T) {
 		}
 	}
 }
+
+// attempts is a Reporter that hears attempts only.
+type attempts func(Attempt)
+
+func (f attempts) Attempt(_ context.Context, a Attempt) { f(a) }
+func (attempts) Retry(context.Context, Retry)           {}
+func (attempts) GiveUp(context.Context, GiveUp)         {}
+func (attempts) ListResume(context.Context, ListResume) {}

@@ -26,6 +26,13 @@ func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
 		Body: io.NopCloser(strings.NewReader(http.StatusText(code)))}, nil
 }
 
+// printRetries prints every retry it hears of.
+type printRetries struct{ establish.Silent }
+
+func (printRetries) Retry(_ context.Context, r establish.Retry) {
+	fmt.Printf("retry %s after %s: wait %s\n", r.Path, r.Cause, r.Wait)
+}
+
 // Do retries a 503, waiting on the policy's clock, and returns the 200 that
 // follows. The fake clock records the wait instead of sleeping.
 func ExampleClient_Do() {
@@ -34,13 +41,11 @@ func ExampleClient_Do() {
 	client := &establish.Client{
 		Next:   next,
 		Policy: policy.New(policy.Config{Clock: clock, Rand: func() float64 { return 0 }}),
-		Hooks: policy.Hooks{Retry: func(_ context.Context, r policy.Retry) {
-			fmt.Printf("retry %s after %s: wait %s\n", r.Path, r.Cause, r.Wait)
-		}},
+		Report: printRetries{},
 	}
 
 	req, _ := http.NewRequest(http.MethodGet, "http://k8s.test/api/v1/pods", nil)
-	resp, err := client.Do(req, client.Policy.NewTracker(), nil)
+	resp, _, err := client.Do(req, client.Policy.NewTracker(), nil)
 	if err != nil {
 		fmt.Println(err)
 		return

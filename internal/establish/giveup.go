@@ -8,8 +8,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
-// GiveUpError is what Do returns when the policy stops retrying connection
-// failures or broken bodies: one client-go call then costs about one
+// GiveUpError is the give-up Do returns (through Client.GiveUp) when the
+// policy stops retrying connection failures or broken bodies: one client-go call then costs about one
 // InternalError window. client-go retries a GET whose error looks like EOF,
 // a reset or a lost HTTP/2 connection (utilnet.IsProbableEOF,
 // IsConnectionReset, IsHTTP2ConnectionLost) and a watch whose error looks
@@ -43,11 +43,6 @@ func (e *GiveUpError) Unwrap() error {
 	}
 	return Refusal(e.Last)
 }
-
-// As lets errors.As reach the give-up as package transport's public
-// *GiveUpError, the one type a caller outside this module can name (see
-// Public).
-func (e *GiveUpError) As(target any) bool { return Public != nil && Public(e, target) }
 
 // Refusal returns err if it is a refused connection, else nil: the one kind
 // of last error a give-up lets errors.Is and errors.As see.

@@ -88,7 +88,7 @@ func TestDecideSpendsTheBudget(t *testing.T) {
 			func(tr *policy.Tracker) policy.Decision { return tr.Decide(withRetryAfter(serverError, 2*time.Second)) },
 			[]policy.Stop{policy.NotStopped, policy.StoppedByBudget}},
 		{"watch breaks never spend", tiny, 1,
-			func(tr *policy.Tracker) policy.Decision { return tr.Break(nil) },
+			func(tr *policy.Tracker) policy.Decision { return tr.Decide(broke(nil)) },
 			[]policy.Stop{policy.NotStopped, policy.NotStopped, policy.NotStopped, policy.NotStopped}},
 		{"disabled: nothing is refused", policy.BudgetConfig{Disabled: true}, 1,
 			func(tr *policy.Tracker) policy.Decision { return tr.Decide(serverError) },
@@ -104,7 +104,7 @@ func TestDecideSpendsTheBudget(t *testing.T) {
 			}
 			for i, want := range tt.want {
 				got := tt.decide(tracker)
-				if got.Stopped != want || got.Retry != (want == policy.NotStopped) {
+				if got.Stop != want || (got.Action == policy.Retry) != (want == policy.NotStopped) {
 					t.Errorf("decision %d = %+v, want stopped %v", i, got, want)
 				}
 			}

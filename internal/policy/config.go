@@ -14,6 +14,7 @@ const (
 	DefaultBackoffReset        = 2 * time.Minute
 	DefaultMaxRetryAfter       = 60 * time.Second
 	DefaultInternalErrorWindow = 30 * time.Second
+	DefaultMaxInvalidFrames    = 3
 )
 
 // Bounds past which a configured duration is taken for a mistake (a unit
@@ -33,7 +34,7 @@ type Config struct {
 	InitialBackoff time.Duration
 	// MaxBackoff caps the exponential step. The wait is drawn from
 	// [step, 2·step), client-go's draw, or from [step/2, 5·step/2) after a
-	// failure without an answer (see Tracker), so up to 2.5 times it.
+	// failure without an answer, so up to 2.5 times it.
 	MaxBackoff time.Duration
 	// BackoffReset is the quiet period after which the backoff starts
 	// again from InitialBackoff.
@@ -42,7 +43,7 @@ type Config struct {
 	// Status details.retryAfterSeconds).
 	MaxRetryAfter time.Duration
 	// InternalErrorWindow is how long 5xx answers and connection failures
-	// are retried, measured from the first failure of a run (see Tracker).
+	// are retried, measured from the first failure of a run (see run).
 	// The last backoff is cut short to retry once more at the window's end;
 	// a server-named wait that would end past it is not waited for.
 	InternalErrorWindow time.Duration
@@ -50,6 +51,10 @@ type Config struct {
 	// are retried; zero (and any value out of bounds) retries them until
 	// the request's context ends.
 	TooManyRequestsWindow time.Duration
+	// MaxInvalidFrames bounds the resumes at one resourceVersion after a
+	// watch frame that is not a valid event; zero or negative is
+	// DefaultMaxInvalidFrames.
+	MaxInvalidFrames int
 	// Clock is the time source; nil is the wall clock.
 	Clock Clock
 	// Rand returns uniform jitter in [0,1); nil is math/rand/v2.Float64.
@@ -77,6 +82,9 @@ func New(cfg Config) *Policy {
 	orDefault(&cfg.InternalErrorWindow, DefaultInternalErrorWindow, MaxWindowBound)
 	orDefault(&cfg.TooManyRequestsWindow, 0, MaxWindowBound)
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.InitialBackoff)
+	if cfg.MaxInvalidFrames <= 0 {
+		cfg.MaxInvalidFrames = DefaultMaxInvalidFrames
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -96,12 +104,10 @@ func orDefault(d *time.Duration, def, bound time.Duration) {
 // Clock returns the clock decisions are made by; the caller waits on it.
 func (p *Policy) Clock() Clock { return p.cfg.Clock }
 
-// NewTracker starts the failure history of one request or one watch
-// stream, and counts the request towards the retry budget (its resumes and
-// retries do not count as requests).
+// NewTracker starts the history of one request or one watch stream, and
+// counts the request towards the retry budget (its resumes and retries do
+// not count as requests).
 func (p *Policy) NewTracker() *Tracker {
 	p.budget.Request()
-	t := &Tracker{policy: p, progressed: true}
-	t.resetBackoff()
-	return t
+	return &Tracker{policy: p}
 }

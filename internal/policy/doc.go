@@ -1,20 +1,22 @@
 // Package policy owns kretry's retry decisions and nothing else.
 //
-// Every choice kretry makes about a failed LIST or WATCH (retry or hand to
-// the caller, and how long to wait first) is made by one function,
-// [Tracker.Decide], from an [Outcome]: what the server or the connection
-// said. The package does no I/O: the transport, listretry and watchretry
-// packages observe outcomes and wait; this package only decides.
+// Every choice kretry makes about a failed LIST or WATCH (wait and retry,
+// resume at once or after a spread, search for another apiserver on a new
+// connection, hold, hand over, give up) is made by one function,
+// [Tracker.Decide], from a [Failure] (what happened) and the [Tracker]'s
+// history (small values, one file each: the failure run, the run of 429s,
+// the backoff, the lost connection, the search). The caller's deadline and
+// the retry budget are two filters applied once, at the end. The package
+// does no I/O: the establishment loop, listretry and watchretry report what
+// happened and do what the decision says.
 //
 // The numbers are client-go's: 800ms initial backoff, doubling, jitter up to
 // +100%, capped at 30s, reset after 2 minutes without failures. 429 Too Many
 // Requests is retried until the request's context ends (or an optional
 // cap), waiting what the server asked for. 5xx answers and connection
 // failures are retried for a bounded window measured from the first failure
-// of a run (see [Tracker] for what ends a run), and no wait is chosen that
-// would run into the caller's deadline. A [Budget] shared by a Policy's
-// trackers bounds how many retries Decide allows across all requests of one
-// transport; a refusal is a decision like the others ([StoppedByBudget]).
+// of a run. A [Budget] shared by a Policy's trackers bounds how many retries
+// Decide allows across all requests of one transport.
 //
 // The package is internal: what a user sets is transport.Config, and the
 // decision engine is free to change behind it. Time and randomness are

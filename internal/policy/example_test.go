@@ -8,8 +8,8 @@ import (
 	"github.com/kretry/kretry/internal/policy"
 )
 
-// A tracker follows one request: each outcome gets a decision, and the
-// InternalError window runs from the first failure since progress.
+// A tracker follows one request: each failure gets a decision, and the
+// InternalError window runs from the first failure of the run.
 func ExampleTracker_Decide() {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := policy.New(policy.Config{
@@ -21,25 +21,25 @@ func ExampleTracker_Decide() {
 
 	// A 429 whose Retry-After named one second.
 	wait, _ := policy.ParseRetryAfter("1", clock.Now())
-	fmt.Println(tracker.Decide(policy.Outcome{Class: policy.TooManyRequests, RetryAfter: wait, HasRetryAfter: true}))
+	fmt.Println(tracker.Decide(policy.Answer(429, wait)))
 
 	// 503s without Retry-After back off until the window is spent.
 	for {
-		decision := tracker.Decide(policy.Outcome{Class: policy.ClassifyStatus(503)})
+		decision := tracker.Decide(policy.Answer(503, 0))
 		fmt.Println(decision)
-		if !decision.Retry {
+		if decision.Action != policy.Retry {
 			break
 		}
 		clock.Advance(decision.Wait)
 	}
 
 	// A 404 goes to the caller at once.
-	fmt.Println(tracker.Decide(policy.Outcome{Class: policy.ClassifyStatus(404)}))
+	fmt.Println(tracker.Decide(policy.Answer(404, 0)))
 	// Output:
-	// {true 1s none}
-	// {true 800ms none}
-	// {true 1.6s none}
-	// {true 2.6s none}
-	// {false 0s window}
-	// {false 0s none}
+	// retry after 1s
+	// retry after 800ms
+	// retry after 1.6s
+	// retry after 2.6s
+	// give up (window)
+	// hand over
 }

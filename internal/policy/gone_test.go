@@ -6,15 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kretry/kretry/internal/policy"
 	"golang.org/x/net/http2"
+
+	"github.com/kretry/kretry/internal/policy"
 )
 
-// TestGone pins the hold of a 410 that is not retried: nothing after a
-// plain cut, a draw from [0, step) once a run of failures grew the backoff,
-// nothing once the run has ended, by progress or by a stream up for the
-// window, or the backoff has been quiet for its reset time.
-func TestGone(t *testing.T) {
+// gone410 is a 410 with the watch cache's message naming oldest as S, that
+// answered the resume of a stream (or came before any event of the
+// reopened one).
+func gone410(oldest string) policy.Failure {
+	return policy.Failure{Kind: policy.Gone, Resume: true, Oldest: oldest}
+}
+
+// TestGoneHold pins the hold of a 410 that is not searched for: nothing
+// after a plain cut, a draw from [0, step) once a run of failures grew the
+// backoff, nothing once the run has ended, by progress or by a stream up for
+// the window, or the backoff has been quiet for its reset time.
+func TestGoneHold(t *testing.T) {
 	tests := []struct {
 		name     string
 		failures int // breaks without progress before the 410 (the first reopens at once)
@@ -44,7 +52,7 @@ func TestGone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, clock := newTracker(policy.Config{}, tt.jitter)
 			for range tt.failures {
-				clock.Advance(tracker.Break(nil).Wait)
+				clock.Advance(tracker.Decide(broke(nil)).Wait)
 			}
 			if tt.progress {
 				tracker.Progress()
@@ -57,65 +65,74 @@ func TestGone(t *testing.T) {
 			if tt.deadline > 0 {
 				tracker.SetDeadline(clock.Now().Add(tt.deadline))
 			}
-			if got := tracker.Gone(policy.Expiry{}); got != (policy.GoneDecision{Hold: tt.want}) {
-				t.Errorf("Gone() = %+v, want a hold of %v", got, tt.want)
+			want := policy.Decision{Action: policy.Hold, Wait: tt.want}
+			if tt.want == 0 {
+				want = policy.Decision{Action: policy.HandOver}
+			}
+			if got := tracker.Decide(policy.Failure{Kind: policy.Gone}); got != want {
+				t.Errorf("Decide(410) = %v, want %v", got, want)
 			}
 		})
 	}
 }
 
-// TestGoneRetriesExpiredResumes pins when a 410 that answered a resume after
-// a lost connection is retried on a new connection: on up to twenty new
+// TestGoneSearch pins when a 410 that answered a resume after a lost
+// connection is retried on a new connection: on up to twenty new
 // connections (six when a reopening failed through something that accepted
-// it and the 410 came 3 s or more after the loss, none when every such
-// failure was a refused connection) until 3 s after the first 410, while the watch cache names the same oldest
-// resourceVersion, under the budget and the deadline; progress starts over.
-// Every case begins with the stream's break (the lost connection).
-func TestGoneRetriesExpiredResumes(t *testing.T) {
-	fresh := policy.Expiry{Resume: true, Oldest: "500"}
-	over := func(conn string) policy.Expiry { return policy.Expiry{Resume: true, Oldest: "500", Connection: conn} }
-	from := func(server, lost any) policy.Expiry {
-		return policy.Expiry{Resume: true, Oldest: "500", Server: server, Lost: lost}
-	}
+// it and the 410 came 3 s or more after the reopenings began, none when
+// every such failure was a refused connection) until 3 s after the first
+// 410, while the watch cache names the same oldest resourceVersion and the
+// 410 comes from the apiserver the stream lost (when known), under the
+// budget and the deadline; progress starts over. Every case begins with the
+// stream's break (the lost connection).
+func TestGoneSearch(t *testing.T) {
+	fresh := gone410("500")
+	over := func(conn string) policy.Failure { f := fresh; f.Connection = conn; return f }
+	from := func(server any) policy.Failure { f := fresh; f.Server = server; return f }
 	tests := []struct {
-		name    string
-		budget  policy.BudgetConfig
-		prepare func(*policy.Tracker)
-		// gones are the 410s in order, each after the wait before it; want
-		// is which are retried.
-		gones []policy.Expiry
-		waits []time.Duration
-		want  []bool
-		// progressAt, if positive, is the 410 before which an event
-		// arrives and the stream breaks again.
-		progressAt int
-		cause      error // what broke the stream (nil: unknown)
+		name   string
+		budget policy.BudgetConfig
+		// deadline, if positive, is the caller's, from the break.
+		deadline time.Duration
+		// lost is the apiserver whose stream broke; cause what broke it.
+		lost  any
+		cause error
 		// reopens are failed reopenings after the break, before the first
 		// 410, each at its time since the break; refused lists those whose
 		// connection was refused (the others were accepted, then failed).
 		reopens []time.Duration
 		refused []bool
+		// gones are the 410s in order, each after the wait before it; want
+		// is which are retried.
+		gones []policy.Failure
+		waits []time.Duration
+		want  []bool
+		// progressAt, if positive, is the 410 before which an event
+		// arrives and the stream breaks again.
+		progressAt int
 	}{
 		// Fails before: six retries, and behind round robin one resume in
 		// 64 met the fresh apiserver every time.
 		{name: "the same fresh apiserver: twenty retries, then the 410",
-			gones: repeatExpiry(fresh, 21), want: append(slices.Repeat([]bool{true}, 20), false)},
+			gones: repeatFailure(fresh, 21), want: append(slices.Repeat([]bool{true}, 20), false)},
 		{name: "another apiserver names another oldest: expired everywhere",
-			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, want: []bool{true, false}},
+			gones: []policy.Failure{fresh, gone410("480")}, want: []bool{true, false}},
 		// Fails before: behind a balancer that had taken the stream's
 		// apiserver out, twenty retries each met the one left again.
 		{name: "another apiserver than the stream's: at once",
-			gones: []policy.Expiry{from("b", "a")}, want: []bool{false}},
+			lost: "a", gones: []policy.Failure{from("b")}, want: []bool{false}},
 		{name: "the stream's apiserver, restarted: retried until another answers",
-			gones: []policy.Expiry{from("a", "a"), from("a", "a"), from("b", "a")}, want: []bool{true, true, false}},
-		{name: "one apiserver known, the other not: as if neither were",
-			gones: []policy.Expiry{from("b", nil), from(nil, "a")}, want: []bool{true, true}},
+			lost: "a", gones: []policy.Failure{from("a"), from("a"), from("b")}, want: []bool{true, true, false}},
+		{name: "the answering apiserver known, the stream's not: as if neither were",
+			gones: []policy.Failure{from("b")}, want: []bool{true}},
+		{name: "the stream's apiserver known, the answering one not: as if neither were",
+			lost: "a", gones: []policy.Failure{from(nil)}, want: []bool{true}},
 		{name: "not the watch cache's message (etcd compacted): at once",
-			gones: []policy.Expiry{{Resume: true}}, want: []bool{false}},
-		{name: "not a resume after a lost connection: at once",
-			gones: []policy.Expiry{{Oldest: "500"}}, want: []bool{false}},
+			gones: []policy.Failure{gone410("")}, want: []bool{false}},
+		{name: "not a resume: at once",
+			gones: []policy.Failure{{Kind: policy.Gone, Oldest: "500"}}, want: []bool{false}},
 		{name: "3s after the first: the bound",
-			gones: []policy.Expiry{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
+			gones: []policy.Failure{fresh, fresh, fresh}, waits: []time.Duration{0, 2 * time.Second, time.Second}, want: []bool{true, true, false}},
 		// Fails before: every 410 counted, so a watch whose retries rode
 		// the old connection every other time reached two new ones.
 		{name: "a retry that rode the old connection is not counted: twenty new connections",
@@ -124,75 +141,86 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 		// or all of them) was retried three more times at its 410.
 		{name: "reopens refused, the 410 3s after the loss: at once",
 			reopens: []time.Duration{0, 1500 * time.Millisecond}, refused: []bool{true, true},
-			gones: []policy.Expiry{fresh}, waits: []time.Duration{1500 * time.Millisecond}, want: []bool{false}},
+			gones: []policy.Failure{fresh}, waits: []time.Duration{1500 * time.Millisecond}, want: []bool{false}},
 		// Fails before (handed over at once): behind HAProxy at a cloud
 		// balancer's pace, the first resume went to the stopped apiserver
 		// and failed after 3 s, the next reached the restarted one.
 		{name: "a reopen failed through a balancer, the 410 3s after the loss: six retries, then the 410",
 			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
-			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+			gones: repeatFailure(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
 		{name: "refused, then failed through a balancer: six retries",
 			reopens: []time.Duration{0, 2 * time.Second}, refused: []bool{true, false},
-			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1500 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+			gones: repeatFailure(fresh, 7), waits: []time.Duration{1500 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
 		// Fails before: the GOAWAY's spread counted as time cut off, so a
 		// resume that met the stopped apiserver after it searched at most
 		// six new connections.
 		{name: "after a GOAWAY, 3s from the end of the spread: the full search",
 			cause:   http2.GoAwayError{ErrCode: http2.ErrCodeNo},
 			reopens: []time.Duration{2 * time.Second}, refused: []bool{false},
-			gones: repeatExpiry(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: slices.Repeat([]bool{true}, 7)},
+			gones: repeatFailure(fresh, 7), waits: []time.Duration{1900 * time.Millisecond}, want: slices.Repeat([]bool{true}, 7)},
 		{name: "after a GOAWAY, 3s from the end of the spread: cut off",
 			cause:   http2.GoAwayError{ErrCode: http2.ErrCodeNo},
 			reopens: []time.Duration{2 * time.Second}, refused: []bool{false},
-			gones: repeatExpiry(fresh, 7), waits: []time.Duration{2600 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
+			gones: repeatFailure(fresh, 7), waits: []time.Duration{2600 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
 		{name: "a cut-off search ends at another oldest too",
 			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
-			gones: []policy.Expiry{fresh, {Resume: true, Oldest: "480"}}, waits: []time.Duration{100 * time.Millisecond}, want: []bool{true, false}},
+			gones: []policy.Failure{fresh, gone410("480")}, waits: []time.Duration{100 * time.Millisecond}, want: []bool{true, false}},
 		{name: "reopens failed, the 410 within 3s of the loss: retried",
 			reopens: []time.Duration{0, 1500 * time.Millisecond}, refused: []bool{true, true},
-			gones: repeatExpiry(fresh, 8), waits: []time.Duration{1400 * time.Millisecond}, want: slices.Repeat([]bool{true}, 8)},
+			gones: repeatFailure(fresh, 8), waits: []time.Duration{1400 * time.Millisecond}, want: slices.Repeat([]bool{true}, 8)},
 		// Fails before: behind HAProxy at a cloud balancer's pace on a
 		// loaded machine, the first resume was answered 3.1 s after the
 		// loss, by the restarted apiserver while the other held the point.
 		{name: "no reopen failed, the answer 3.1s after the loss: retried",
-			gones: []policy.Expiry{fresh}, waits: []time.Duration{3100 * time.Millisecond}, want: []bool{true}},
+			gones: []policy.Failure{fresh}, waits: []time.Duration{3100 * time.Millisecond}, want: []bool{true}},
 		{name: "progress clears the reopens of the break before",
 			reopens: []time.Duration{0, 4 * time.Second}, refused: []bool{true, true},
-			gones: []policy.Expiry{fresh, fresh}, waits: []time.Duration{0, 0}, progressAt: 1, want: []bool{false, true}},
+			gones: []policy.Failure{fresh, fresh}, waits: []time.Duration{0, 0}, progressAt: 1, want: []bool{false, true}},
 		{name: "progress starts the count over",
-			gones: repeatExpiry(fresh, 22), progressAt: 21, want: append(append(slices.Repeat([]bool{true}, 20), false), true)},
+			gones: repeatFailure(fresh, 22), progressAt: 21, want: append(append(slices.Repeat([]bool{true}, 20), false), true)},
+		// An ERROR event 5xx since the break: the server answers the watch,
+		// no connection is lost.
+		{name: "an ERROR 503 since the break: at once",
+			gones: []policy.Failure{{Kind: policy.ServerError, InStream: true}, fresh}, want: []bool{true, false}},
 		{name: "the budget refuses: at once",
 			budget: policy.BudgetConfig{MinPerSecond: 0.01},
-			gones:  []policy.Expiry{fresh}, want: []bool{false}},
+			gones:  []policy.Failure{fresh}, want: []bool{false}},
 		{name: "past the caller's deadline: at once",
-			prepare: func(tr *policy.Tracker) { tr.SetDeadline(epoch.Add(500 * time.Millisecond)) },
-			gones:   []policy.Expiry{fresh}, want: []bool{false}},
+			deadline: 500 * time.Millisecond,
+			gones:    []policy.Failure{fresh}, want: []bool{false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, clock := newTracker(policy.Config{Budget: tt.budget}, 0.5)
-			if tt.prepare != nil {
-				tt.prepare(tracker)
+			if tt.deadline > 0 {
+				tracker.SetDeadline(clock.Now().Add(tt.deadline))
 			}
+			breakOf := func() policy.Failure { f := broke(tt.cause); f.Server = tt.lost; return f }
 			if tt.cause != nil {
 				tracker.Progress()
 			}
-			tracker.Break(tt.cause)
 			lost := clock.Now()
+			if d := tracker.Decide(breakOf()); tt.deadline == 0 && d.Action != policy.Retry {
+				t.Fatalf("the break: %v, want a resume", d)
+			}
 			for i, at := range tt.reopens {
 				clock.Advance(lost.Add(at).Sub(clock.Now()))
-				tracker.Decide(policy.Outcome{Class: policy.InternalError, NoAnswer: true, Refused: tt.refused[i]})
+				tracker.Decide(policy.Failure{Kind: policy.NoAnswer, Refused: tt.refused[i]})
 			}
-			for i, gone := range tt.gones {
+			for i, f := range tt.gones {
 				if i < len(tt.waits) {
 					clock.Advance(tt.waits[i])
 				}
 				if tt.progressAt > 0 && i == tt.progressAt {
 					tracker.Progress()
-					tracker.Break(nil)
+					tracker.Decide(breakOf())
 				}
-				if got := tracker.Gone(gone).Retry; got != tt.want[i] {
-					t.Errorf("410 #%d: retried %v, want %v", i, got, tt.want[i])
+				d := tracker.Decide(f)
+				if f.Kind != policy.Gone {
+					continue
+				}
+				if got := d.Action == policy.Retry && d.NewConnection; got != tt.want[i] {
+					t.Errorf("410 #%d: %v, want a retry on a new connection: %v", i, d, tt.want[i])
 				}
 			}
 		})
@@ -201,8 +229,8 @@ func TestGoneRetriesExpiredResumes(t *testing.T) {
 
 // ridden is n new connections' 410s, each retry riding the one before it
 // once, and the first 410 of the connection after them.
-func ridden(over func(string) policy.Expiry, n int) []policy.Expiry {
-	var gones []policy.Expiry
+func ridden(over func(string) policy.Failure, n int) []policy.Failure {
+	var gones []policy.Failure
 	for i := 1; i <= n; i++ {
 		c := fmt.Sprintf("c%d", i)
 		gones = append(gones, over(c), over(c))
@@ -210,13 +238,18 @@ func ridden(over func(string) policy.Expiry, n int) []policy.Expiry {
 	return append(gones, over(fmt.Sprintf("c%d", n+1)))
 }
 
+func repeatFailure(f policy.Failure, n int) []policy.Failure {
+	return slices.Repeat([]policy.Failure{f}, n)
+}
+
 // TestGoneSearchUntil: a retried 410's decision carries the end of the
 // search, 3 s after its first 410, the same for every retry of the run, and
-// a new run (after progress) has its own.
+// a new run (after progress) has its own; a retry of a reopening that would
+// start past it is not made (the search's first 410 is then the caller's).
 func TestGoneSearchUntil(t *testing.T) {
-	fresh := policy.Expiry{Resume: true, Oldest: "500"}
+	fresh := gone410("500")
 	tracker, clock := newTracker(policy.Config{}, 0.5)
-	tracker.Break(nil)
+	tracker.Decide(broke(nil))
 	steps := []struct {
 		wait     time.Duration
 		progress bool
@@ -231,21 +264,23 @@ func TestGoneSearchUntil(t *testing.T) {
 		clock.Advance(step.wait)
 		if step.progress {
 			tracker.Progress()
-			tracker.Break(nil)
+			tracker.Decide(broke(nil))
 		}
-		d := tracker.Gone(fresh)
-		if !d.Retry || !d.Until.Equal(step.want) {
-			t.Errorf("410 #%d: %+v, want a retry until %v", i, d, step.want)
+		d := tracker.Decide(fresh)
+		if want := (policy.Decision{Action: policy.Retry, NewConnection: true, Until: step.want}); d != want {
+			t.Errorf("410 #%d: %v, want %v", i, d, want)
 		}
 	}
-	clock.Advance(3 * time.Second)
-	if d := tracker.Gone(fresh); d.Retry || !d.Until.IsZero() {
-		t.Errorf("410 past the bound: %+v, want no retry and no Until", d)
+	// 2.9 s into the search, a 503's backoff (at least 800 ms) would start
+	// past its end.
+	clock.Advance(2900 * time.Millisecond)
+	if d := tracker.Decide(serverError); d != (policy.Decision{Action: policy.GiveUp, Stop: policy.StoppedBySearch}) {
+		t.Errorf("a 503 at the search's end: %v, want no retry (search)", d)
 	}
-}
-
-func repeatExpiry(e policy.Expiry, n int) []policy.Expiry {
-	return slices.Repeat([]policy.Expiry{e}, n)
+	clock.Advance(100 * time.Millisecond)
+	if d := tracker.Decide(fresh); d.Action == policy.Retry || !d.Until.IsZero() {
+		t.Errorf("410 past the bound: %v, want no retry and no Until", d)
+	}
 }
 
 func TestOldestInCache(t *testing.T) {

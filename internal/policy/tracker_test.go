@@ -32,23 +32,29 @@ func newTracker(cfg policy.Config, jitter float64) (*policy.Tracker, *fakeclock.
 }
 
 var (
-	serverError = policy.Outcome{Class: policy.InternalError}
-	throttled   = policy.Outcome{Class: policy.TooManyRequests}
-	delivered   = policy.Outcome{Class: policy.Deliver}
+	serverError = policy.Failure{Kind: policy.ServerError}
+	throttled   = policy.Failure{Kind: policy.Throttled}
+	final       = policy.Failure{Kind: policy.Final}
+	listBroke   = policy.Failure{Kind: policy.ListBodyBroke}
 )
 
-func withRetryAfter(o policy.Outcome, d time.Duration) policy.Outcome {
-	o.RetryAfter, o.HasRetryAfter = d, true
-	return o
+func withRetryAfter(f policy.Failure, d time.Duration) policy.Failure {
+	f.RetryAfter = d
+	return f
+}
+
+// broke is the break of an established stream by cause (nil: unknown).
+func broke(cause error) policy.Failure {
+	return policy.Failure{Kind: policy.StreamBroke, GoingAway: policy.GoingAway(cause)}
 }
 
 // waitsUntilGiveUp decides o again and again, waiting each chosen wait on
 // the virtual clock as the caller would, and returns the waits in order.
 // It stops at the first refusal or after limit retries.
-func waitsUntilGiveUp(tracker *policy.Tracker, clock *fakeclock.Clock, o policy.Outcome, limit int) (waits []time.Duration, gaveUp bool) {
+func waitsUntilGiveUp(tracker *policy.Tracker, clock *fakeclock.Clock, o policy.Failure, limit int) (waits []time.Duration, gaveUp bool) {
 	for range limit {
 		decision := tracker.Decide(o)
-		if !decision.Retry {
+		if decision.Action != policy.Retry {
 			return waits, true
 		}
 		waits = append(waits, decision.Wait)
@@ -141,7 +147,7 @@ func TestInternalErrorWindow(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     policy.Config
-		outcome policy.Outcome
+		outcome policy.Failure
 		jitter  float64
 		want    []time.Duration
 	}{
@@ -201,7 +207,7 @@ func TestInternalErrorWaitIsMaxOfBackoffAndRetryAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, _ := newTracker(policy.Config{}, tt.jitter)
 			got := tracker.Decide(withRetryAfter(serverError, tt.retryAfter))
-			if !got.Retry || got.Wait != tt.want {
+			if got.Action != policy.Retry || got.Wait != tt.want {
 				t.Errorf("Decide = %+v, want retry after %v", got, tt.want)
 			}
 		})
@@ -215,15 +221,15 @@ func TestWindowIsMeasuredFromFirstFailureSinceProgress(t *testing.T) {
 		t.Fatalf("waits = %v", waits)
 	}
 	// A run of 429s in between neither ends nor restarts the window.
-	if !tracker.Decide(withRetryAfter(throttled, time.Second)).Retry {
+	if tracker.Decide(withRetryAfter(throttled, time.Second)).Action != policy.Retry {
 		t.Fatal("429 not retried")
 	}
 	clock.Advance(time.Second) // 6.6s
-	if got := tracker.Decide(serverError); !got.Retry || got.Wait != 3400*time.Millisecond {
+	if got := tracker.Decide(serverError); got.Action != policy.Retry || got.Wait != 3400*time.Millisecond {
 		t.Fatalf("Decide = %+v, want the rest of the window, 3.4s", got)
 	}
 	clock.Advance(3400 * time.Millisecond) // 10s: the window is spent
-	if tracker.Decide(serverError).Retry {
+	if tracker.Decide(serverError).Action == policy.Retry {
 		t.Fatal("retried past the window")
 	}
 
@@ -258,7 +264,7 @@ func TestTooManyRequests(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     policy.Config
-		outcome policy.Outcome
+		outcome policy.Failure
 		jitter  float64
 		want    []time.Duration
 		gaveUp  bool
@@ -343,15 +349,15 @@ func TestTooManyRequestsWindowRestartsOnProgress(t *testing.T) {
 		t.Fatal("window did not bound 429s")
 	}
 	tracker.Progress()
-	if !tracker.Decide(withRetryAfter(throttled, 2*time.Second)).Retry {
+	if tracker.Decide(withRetryAfter(throttled, 2*time.Second)).Action != policy.Retry {
 		t.Fatal("429 after progress not retried")
 	}
 }
 
 func TestDeliver(t *testing.T) {
 	tracker, _ := newTracker(policy.Config{}, 0)
-	if got := tracker.Decide(delivered); got.Retry || got.Wait != 0 {
-		t.Errorf("Decide(Deliver) = %+v, want hand over", got)
+	if got := tracker.Decide(final); got != (policy.Decision{Action: policy.HandOver}) {
+		t.Errorf("Decide(Final) = %+v, want hand over", got)
 	}
 	// A delivered outcome is not a failure: the backoff did not grow.
 	if got := tracker.Decide(serverError).Wait; got != 800*time.Millisecond {
@@ -363,8 +369,8 @@ func TestBreak(t *testing.T) {
 	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 5 * time.Second}, atStep)
 	step := func(want time.Duration) {
 		t.Helper()
-		got := tracker.Break(nil)
-		if !got.Retry || got.Wait != want {
+		got := tracker.Decide(broke(nil))
+		if got.Action != policy.Retry || got.Wait != want {
 			t.Fatalf("Break = %+v, want retry after %v", got, want)
 		}
 		clock.Advance(got.Wait)
@@ -380,7 +386,7 @@ func TestBreak(t *testing.T) {
 	// Breaks are unbounded and never open the InternalError window: far
 	// past 5s of breaks, a 5xx still gets its whole window.
 	for range 1000 {
-		if got := tracker.Break(nil); !got.Retry {
+		if got := tracker.Decide(broke(nil)); got.Action != policy.Retry {
 			t.Fatal("break refused")
 		}
 		clock.Advance(time.Minute)
@@ -452,7 +458,7 @@ func TestConfigValidation(t *testing.T) {
 func TestRetryAfterUnderASecondIsNone(t *testing.T) {
 	tests := []struct {
 		name    string
-		outcome policy.Outcome
+		outcome policy.Failure
 		want    time.Duration
 	}{
 		{"429 asking 400ms: the backoff", withRetryAfter(throttled, 400*time.Millisecond), 800 * time.Millisecond},
@@ -463,7 +469,7 @@ func TestRetryAfterUnderASecondIsNone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, _ := newTracker(policy.Config{}, 0)
-			if got := tracker.Decide(tt.outcome); !got.Retry || got.Wait != tt.want {
+			if got := tracker.Decide(tt.outcome); got.Action != policy.Retry || got.Wait != tt.want {
 				t.Errorf("Decide = %+v, want retry after %v", got, tt.want)
 			}
 		})
@@ -510,7 +516,7 @@ func TestFailureRuns(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, clock := newTracker(policy.Config{InternalErrorWindow: window}, 0)
 			first := tracker.Decide(refused)
-			if !first.Retry {
+			if first.Action != policy.Retry {
 				t.Fatal("first failure not retried")
 			}
 			clock.Advance(first.Wait)
@@ -529,13 +535,13 @@ func TestFailureRuns(t *testing.T) {
 
 func TestStreamUpForAWindowMakesTheNextBreakImmediate(t *testing.T) {
 	tracker, clock := newTracker(policy.Config{InternalErrorWindow: 10 * time.Second}, atStep)
-	tracker.Break(nil) // immediate: a new stream counts as progressed
-	if got := tracker.Break(nil).Wait; got != 800*time.Millisecond {
+	tracker.Decide(broke(nil)) // immediate: a new stream counts as progressed
+	if got := tracker.Decide(broke(nil)).Wait; got != 800*time.Millisecond {
 		t.Fatalf("second break waits %v", got)
 	}
 	tracker.Opened()
 	clock.Advance(10 * time.Second)
-	if got := tracker.Break(nil).Wait; got != 0 {
+	if got := tracker.Decide(broke(nil)).Wait; got != 0 {
 		t.Errorf("break after a stream up for the window waits %v, want an immediate reopen", got)
 	}
 }
@@ -544,15 +550,15 @@ func TestDeadline(t *testing.T) {
 	tests := []struct {
 		name    string
 		left    time.Duration // until the deadline
-		outcome *policy.Outcome
+		outcome *policy.Failure
 		want    policy.Decision
 	}{
-		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Retry: true, Wait: 800 * time.Millisecond}},
-		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{Stopped: policy.StoppedByDeadline}},
-		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Stopped: policy.StoppedByDeadline}},
-		{"a Retry-After: 10 before it", 12 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Retry: true, Wait: 10 * time.Second}},
-		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{Stopped: policy.StoppedByDeadline}},
-		{"an immediate reopen with time left", 2 * time.Second, nil, policy.Decision{Retry: true}},
+		{"a backoff well before the deadline", 10 * time.Second, &serverError, policy.Decision{Action: policy.Retry, Wait: 800 * time.Millisecond}},
+		{"a backoff ending less than a second before it", 1700 * time.Millisecond, &serverError, policy.Decision{Action: policy.GiveUp, Stop: policy.StoppedByDeadline}},
+		{"a Retry-After: 10 past it", 5 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Action: policy.GiveUp, Stop: policy.StoppedByDeadline}},
+		{"a Retry-After: 10 before it", 12 * time.Second, ptr(withRetryAfter(throttled, 10*time.Second)), policy.Decision{Action: policy.Retry, Wait: 10 * time.Second}},
+		{"an immediate reopen with under a second left", 999 * time.Millisecond, nil, policy.Decision{Action: policy.GiveUp, Stop: policy.StoppedByDeadline}},
+		{"an immediate reopen with time left", 2 * time.Second, nil, policy.Decision{Action: policy.Retry}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -560,7 +566,7 @@ func TestDeadline(t *testing.T) {
 			tracker.SetDeadline(clock.Now().Add(tt.left))
 			var got policy.Decision
 			if tt.outcome == nil {
-				got = tracker.Break(nil)
+				got = tracker.Decide(broke(nil))
 			} else {
 				got = tracker.Decide(*tt.outcome)
 			}
@@ -578,7 +584,7 @@ func ptr[T any](v T) *T { return &v }
 // where an answer that says "later" (a 503) waits client-go's own draw,
 // [step, 2·step) (TestBackoffSequence).
 func TestNoAnswerBackoffIsSpread(t *testing.T) {
-	noAnswer := policy.Outcome{Class: policy.InternalError, NoAnswer: true}
+	noAnswer := policy.Failure{Kind: policy.NoAnswer}
 	long := policy.Config{InternalErrorWindow: 24 * time.Hour}
 	tests := []struct {
 		name   string
@@ -623,14 +629,11 @@ func TestProgressIsIdempotentBetweenReports(t *testing.T) {
 				tr.Decide(throttled)
 			}
 		}},
-		{name: "Break", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Break(nil) }},
-		{name: "ListBreak", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.ListBreak() }},
-		{name: "Gone retried", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) {
-			tr.Break(nil)
-			tr.Progress() // ends the break's run: the Gone alone must un-settle
-			if d := tr.Gone(policy.Expiry{Resume: true, Oldest: "5"}); !d.Retry {
-				t.Fatalf("setup: Gone = %+v, want a retry", d)
-			}
+		{name: "Break", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Decide(broke(nil)) }},
+		{name: "ListBreak", marks: true, reports: func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Decide(listBroke) }},
+		// A 410 handed over changes nothing a later decision reads.
+		{name: "Gone handed over", reports: func(tr *policy.Tracker, _ *fakeclock.Clock) {
+			tr.Decide(policy.Failure{Kind: policy.Gone})
 		}},
 		{name: "Decide after a window up", marks: true, reports: func(tr *policy.Tracker, clock *fakeclock.Clock) {
 			// The failure first ends the run the stream was opened in (a
@@ -676,8 +679,8 @@ const pacedThrottles = 10
 // probe makes one report of each kind and says what the tracker decided.
 func probe(tr *policy.Tracker) string {
 	return fmt.Sprintf("Break %+v\nGone %+v\nDecide 5xx %+v\nDecide 429 %+v\nListBreak %+v",
-		tr.Break(nil), tr.Gone(policy.Expiry{Resume: true, Oldest: "7"}), tr.Decide(serverError),
-		tr.Decide(throttled), tr.ListBreak())
+		tr.Decide(broke(nil)), tr.Decide(policy.Failure{Kind: policy.Gone, Resume: true, Oldest: "7"}), tr.Decide(serverError),
+		tr.Decide(throttled), tr.Decide(listBroke))
 }
 
 // TestBreakCause walks the first break after progress by its cause: a
@@ -703,14 +706,14 @@ func TestBreakCause(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tracker, clock := newTracker(policy.Config{}, tt.draw)
-			if got := tracker.Break(tt.cause); got != (policy.Decision{Retry: true, Wait: tt.want}) {
+			if got := tracker.Decide(broke(tt.cause)); got != (policy.Decision{Action: policy.Retry, Wait: tt.want}) {
 				t.Fatalf("first break: %+v, want retry after %v", got, tt.want)
 			}
 			// Without progress in between, a second break backs off as any
 			// does, whatever its cause.
 			clock.Advance(tt.want)
 			step := 400*time.Millisecond + time.Duration(tt.draw*2*float64(800*time.Millisecond))
-			if got := tracker.Break(tt.cause); got != (policy.Decision{Retry: true, Wait: step}) {
+			if got := tracker.Decide(broke(tt.cause)); got != (policy.Decision{Action: policy.Retry, Wait: step}) {
 				t.Errorf("second break: %+v, want retry after %v", got, step)
 			}
 		})
@@ -721,7 +724,7 @@ func TestBreakSpreadKeepsTheDeadline(t *testing.T) {
 	tracker, clock := newTracker(policy.Config{}, 0.9)
 	tracker.SetDeadline(clock.Now().Add(3 * time.Second))
 	goAway := http2.GoAwayError{ErrCode: http2.ErrCodeNo}
-	if got := tracker.Break(goAway); got.Retry {
+	if got := tracker.Decide(broke(goAway)); got.Action == policy.Retry {
 		t.Errorf("a 2.7s spread with 3s left: %+v, want the watch over (under a second would be left)", got)
 	}
 }

@@ -8,20 +8,20 @@ import (
 	"github.com/kretry/kretry/internal/policy"
 )
 
-// TestListBreak walks a LIST body's breaks: the first after progress resumes
+// TestListBodyBroke walks a LIST body's breaks: the first after progress resumes
 // at once, later ones back off (the spread draw), the window from the first
 // break bounds them, progress (new bytes) starts a new run, the caller's
 // deadline stops a wait that would run into it, and the budget is never
 // spent.
-func TestListBreak(t *testing.T) {
+func TestListBodyBroke(t *testing.T) {
 	tiny := policy.BudgetConfig{Ratio: 0.5, MinPerSecond: 0.25, Window: 4 * time.Second} // floor: 1 retry per window
 	type step struct {
 		progress bool          // Progress before the break
 		advance  time.Duration // clock moves before the break
 		want     policy.Decision
 	}
-	retry := func(wait time.Duration) policy.Decision { return policy.Decision{Retry: true, Wait: wait} }
-	stop := func(s policy.Stop) policy.Decision { return policy.Decision{Stopped: s} }
+	retry := func(wait time.Duration) policy.Decision { return policy.Decision{Action: policy.Retry, Wait: wait} }
+	stop := func(s policy.Stop) policy.Decision { return policy.Decision{Action: policy.GiveUp, Stop: s} }
 	tests := []struct {
 		name     string
 		window   time.Duration
@@ -71,7 +71,7 @@ func TestListBreak(t *testing.T) {
 				if s.progress {
 					tracker.Progress()
 				}
-				if got := tracker.ListBreak(); got != s.want {
+				if got := tracker.Decide(listBroke); got != s.want {
 					t.Errorf("break %d = %+v, want %+v", i, got, s.want)
 				}
 			}
