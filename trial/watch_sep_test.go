@@ -1,0 +1,259 @@
+package trial_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// watchHead is a 200 to a JSON watch, chunked.
+func watchHead(ctype string) []byte { return head(200, ctype, -1) }
+
+// TestWatchSeparatorArrivesLater: a JSON watch whose multi-byte
+// separators ("\r\n", " \r\n") arrive after their event, whole, read by
+// the caller in slices shorter than the separator: each separator reaches
+// the caller whole before the next event is even sent, and the caller's
+// bytes are the server's, then a cut and a resume.
+func TestWatchSeparatorArrivesLater(t *testing.T) {
+	for _, sep := range []string{"\r\n", " \r\n", "\n\n", "\r\n\r\n"} {
+		for _, bufSize := range []int{1, 2} {
+			if bufSize >= len(sep) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%q/buf%d", sep, bufSize), func(t *testing.T) {
+				separatorTest(t, sep, bufSize, false)
+			})
+		}
+	}
+}
+
+// TestWatchSeparatorPiecesAfterCallerCaughtUp is the deterministic form:
+// the event's separator comes in pieces, each sent only once the caller has
+// read everything before it. Every piece must reach the caller without
+// waiting for the next event. If one is held, the test sends the next event
+// to show where the piece went (no byte may be lost).
+func TestWatchSeparatorPiecesAfterCallerCaughtUp(t *testing.T) {
+	cases := []struct {
+		pieces  []string
+		bufSize int
+	}{
+		{[]string{"\r", "\n"}, 4096},
+		{[]string{"\r", "\n"}, 1},
+		{[]string{" ", "\r\n"}, 2},
+		{[]string{" \r", "\n"}, 1},
+		{[]string{"\n", "\n"}, 4096},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%q/buf%d", tc.pieces, tc.bufSize), func(t *testing.T) {
+			s := newSepScenario(t, tc.bufSize)
+			e1, e2 := jsonEvent("ADDED", pod("a", 101)), jsonEvent("MODIFIED", pod("a", 102))
+			s.send(string(e1))
+			s.expect("event 1", e1)
+			for i, p := range tc.pieces {
+				s.send(p)
+				if s.arrives([]byte(p)) {
+					continue
+				}
+				rest := strings.Join(tc.pieces[i+1:], "")
+				t.Errorf("separator %q after its event: piece %d %q was held back until the next event", strings.Join(tc.pieces, ""), i+1, p)
+				s.send(p[:0] + rest + string(e2))
+				s.expect("the held piece, then the next event", []byte(p+rest+string(e2)))
+				return
+			}
+		})
+	}
+}
+
+type sepScenario struct {
+	t       *testing.T
+	srv     *rawServer
+	step    chan string
+	got     chan byte
+	readErr chan error
+}
+
+func newSepScenario(t *testing.T, bufSize int) *sepScenario {
+	w := newWorld(t)
+	s := &sepScenario{t: t, step: make(chan string), got: make(chan byte, 1<<16), readErr: make(chan error, 1)}
+	s.srv = newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
+		if err := c.send(watchHead(mediaJSON)); err != nil {
+			return false
+		}
+		for {
+			select {
+			case p := <-s.step:
+				if p == "cut" {
+					c.Close()
+					return false
+				}
+				if err := c.send(chunk([]byte(p))); err != nil {
+					return false
+				}
+			case <-time.After(hang):
+				return false
+			}
+		}
+	})
+	resp, err := w.httpClient(plainBase()).Get(s.srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	go func() {
+		buf := make([]byte, bufSize)
+		for {
+			n, err := resp.Body.Read(buf)
+			for _, b := range buf[:n] {
+				s.got <- b
+			}
+			if err != nil {
+				s.readErr <- err
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sepScenario) send(p string) { s.step <- p }
+
+// arrives reports whether want reaches the caller within a few seconds of
+// real time (the only real-time wait of the trial: it shows a byte held).
+func (s *sepScenario) arrives(want []byte) bool {
+	s.t.Helper()
+	var have []byte
+	timeout := time.NewTimer(3 * time.Second)
+	defer timeout.Stop()
+	for len(have) < len(want) {
+		select {
+		case b := <-s.got:
+			have = append(have, b)
+		case err := <-s.readErr:
+			s.t.Fatalf("read ended with %v after %q", err, have)
+		case <-timeout.C:
+			if len(have) > 0 {
+				s.t.Fatalf("caller has %q of %q", have, want)
+			}
+			return false
+		}
+	}
+	if !bytes.Equal(have, want) {
+		s.t.Fatalf("caller read %q, want %q", have, want)
+	}
+	return true
+}
+
+func (s *sepScenario) expect(what string, want []byte) {
+	s.t.Helper()
+	var have []byte
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for len(have) < len(want) {
+		select {
+		case b := <-s.got:
+			have = append(have, b)
+		case err := <-s.readErr:
+			s.t.Fatalf("%s: read ended with %v after %q", what, err, have)
+		case <-timeout.C:
+			s.t.Fatalf("%s: the caller has %q of %q and nothing more arrives in 10s (held back until the next event)", what, have, want)
+		}
+	}
+	if !bytes.Equal(have, want) {
+		s.t.Fatalf("%s: caller read %q, want %q", what, have, want)
+	}
+}
+
+func separatorTest(t *testing.T, sep string, bufSize int, pieces bool) {
+	w := newWorld(t)
+	step := make(chan string) // the test tells the server what to send next
+	srv := newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
+		if err := c.send(watchHead(mediaJSON)); err != nil {
+			return false
+		}
+		for {
+			select {
+			case s := <-step:
+				if s == "cut" {
+					c.Close()
+					return false
+				}
+				if err := c.send(chunk([]byte(s))); err != nil {
+					return false
+				}
+			case <-time.After(hang):
+				return false
+			}
+		}
+	})
+	resp, err := w.httpClient(plainBase()).Get(srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan byte, 1<<16)
+	readErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, bufSize)
+		for {
+			n, err := resp.Body.Read(buf)
+			for _, b := range buf[:n] {
+				got <- b
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	var all []byte
+	expect := func(what string, want []byte) {
+		t.Helper()
+		var have []byte
+		timeout := time.NewTimer(10 * time.Second)
+		defer timeout.Stop()
+		for len(have) < len(want) {
+			select {
+			case b := <-got:
+				have = append(have, b)
+			case err := <-readErr:
+				t.Fatalf("%s: read ended with %v after %q", what, err, have)
+			case <-timeout.C:
+				t.Fatalf("%s: the caller has %q of %q and nothing more arrives (held back until the next event?)", what, have, want)
+			}
+		}
+		if !bytes.Equal(have, want) {
+			t.Fatalf("%s: caller read %q, want %q", what, have, want)
+		}
+		all = append(all, have...)
+	}
+	send := func(parts ...string) {
+		for _, p := range parts {
+			step <- p
+		}
+	}
+	e1, e2, e3 := jsonEvent("ADDED", pod("a", 101)), jsonEvent("MODIFIED", pod("a", 102)), jsonEvent("MODIFIED", pod("a", 103))
+	send(string(e1))
+	expect("event 1", e1)
+	if pieces {
+		for i := 0; i < len(sep); i++ {
+			send(sep[i : i+1])
+		}
+	} else {
+		send(sep)
+	}
+	expect("separator 1", []byte(sep))
+	send(string(e2) + sep)
+	expect("event 2 and separator", append(append([]byte{}, e2...), sep...))
+	// a cut after a whole event and its separator: resumed at 102
+	send("cut")
+	eventually(t, "the resume", func() bool { return len(srv.requests()) == 2 })
+	if r := srv.requests()[1]; r.q("resourceVersion") != "102" {
+		t.Errorf("resume asked %q", r.url.RawQuery)
+	}
+	send(string(e3))
+	expect("event 3", e3)
+	send(sep)
+	expect("separator 3", []byte(sep))
+}
