@@ -1,0 +1,236 @@
+package trial_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watchAnswer is how the raw server answers one watch request.
+type watchAnswer struct {
+	code   int      // 0: a 200 stream; else this status with body
+	body   []byte   // the status body (default: a Status of code)
+	extra  []string // header pairs
+	keep   bool     // a non-200: keep the connection open whatever the client asked
+	stream []byte   // the stream's bytes after the head
+	cut    int      // close after cut bytes of stream (-1: none)
+	reset  bool     // the cut is a TCP RST
+	end    bool     // after stream, end it cleanly (the terminating chunk, then keep or close)
+	// otherwise stay: the stream stays open until the client leaves or the
+	// test cuts it (watchServer.cutStaying)
+}
+
+type watchServer struct {
+	*rawServer
+	mu      sync.Mutex
+	cutCh   chan struct{}
+	staying int
+	media   string
+}
+
+// newWatchServer serves watches (and, by list, anything else) on HTTP/1.1.
+func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) watchAnswer, list func(c *rawConn, q rawReq) bool) *watchServer {
+	s := &watchServer{cutCh: make(chan struct{}), media: media}
+	s.rawServer = newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
+		if !isWatch(q) {
+			if list == nil {
+				return writeStatus(c, 404, metav1.StatusReasonNotFound, "no")
+			}
+			return list(c, q)
+		}
+		a := script(q)
+		if a.code != 0 {
+			b := a.body
+			if b == nil {
+				b = statusJSON(a.code, reasonOf(a.code), "answer "+strconv.Itoa(a.code))
+			}
+			if err := c.send(append(head(a.code, "application/json", len(b), a.extra...), b...)); err != nil {
+				return false
+			}
+			return a.keep
+		}
+		if err := c.send(head(200, watchCType(media), -1, a.extra...)); err != nil {
+			return false
+		}
+		part := a.stream
+		if a.cut >= 0 && a.cut < len(part) {
+			part = part[:a.cut]
+		}
+		if err := c.send(chunk(part)); err != nil {
+			return false
+		}
+		if a.cut >= 0 && a.cut < len(a.stream) {
+			if a.reset {
+				c.reset()
+			} else {
+				c.Close()
+			}
+			return false
+		}
+		if a.end {
+			c.send([]byte("0\r\n\r\n"))
+			return false
+		}
+		return s.stay(c)
+	})
+	return s
+}
+
+func reasonOf(code int) metav1.StatusReason {
+	switch code {
+	case 410:
+		return metav1.StatusReasonExpired
+	case 429:
+		return metav1.StatusReasonTooManyRequests
+	case 500:
+		return metav1.StatusReasonInternalError
+	case 503:
+		return metav1.StatusReasonServiceUnavailable
+	}
+	return metav1.StatusReasonUnknown
+}
+
+func isWatch(q rawReq) bool {
+	v := q.q("watch")
+	return (q.url.Query().Has("watch") && v != "0" && v != "false") || strings.Contains(q.url.Path, "/watch/")
+}
+
+// stay holds a stream open until the client leaves or cutStaying.
+func (s *watchServer) stay(c *rawConn) bool {
+	s.mu.Lock()
+	cut := s.cutCh
+	s.staying++
+	s.mu.Unlock()
+	gone := make(chan struct{})
+	go func() {
+		b := make([]byte, 1)
+		c.Conn.Read(b)
+		close(gone)
+	}()
+	select {
+	case <-cut:
+	case <-gone:
+	}
+	c.Close()
+	s.mu.Lock()
+	s.staying--
+	s.mu.Unlock()
+	return false
+}
+
+// cutStaying closes every stream staying open.
+func (s *watchServer) cutStaying() {
+	s.mu.Lock()
+	close(s.cutCh)
+	s.cutCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *watchServer) stayingNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.staying
+}
+
+func (s *watchServer) watches() []rawReq {
+	var out []rawReq
+	for _, q := range s.requests() {
+		if isWatch(q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// events encodes MODIFIED events of pod "p" at from+1..to in media.
+func events(media string, from, to int) []byte {
+	var b []byte
+	for rv := from + 1; rv <= to; rv++ {
+		b = append(b, event(media, "MODIFIED", pod("p", rv))...)
+	}
+	return b
+}
+
+func errorEvent(media string, code int, msg string) []byte {
+	return event(media, "ERROR", status(code, reasonOf(code), msg))
+}
+
+// collector gathers what a watch.Interface delivers.
+type collector struct {
+	mu     sync.Mutex
+	evs    []watch.Event
+	closed bool
+}
+
+func collect(wi watch.Interface) *collector {
+	c := &collector{}
+	go func() {
+		for ev := range wi.ResultChan() {
+			c.mu.Lock()
+			c.evs = append(c.evs, ev)
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+	}()
+	return c
+}
+
+func (c *collector) snapshot() ([]watch.Event, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]watch.Event(nil), c.evs...), c.closed
+}
+
+func (c *collector) count() int {
+	evs, _ := c.snapshot()
+	return len(evs)
+}
+
+func (c *collector) isClosed() bool {
+	_, closed := c.snapshot()
+	return closed
+}
+
+// describe is the caller's events in short: MODIFIED@101 ERROR:500 ...
+func describe(evs []watch.Event) string {
+	var parts []string
+	for _, ev := range evs {
+		switch o := ev.Object.(type) {
+		case *corev1.Pod:
+			parts = append(parts, fmt.Sprintf("%s@%s", ev.Type, o.ResourceVersion))
+		case *metav1.Status:
+			parts = append(parts, fmt.Sprintf("%s:%d", ev.Type, o.Code))
+		default:
+			parts = append(parts, fmt.Sprintf("%s:%T", ev.Type, ev.Object))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// rvs is the resourceVersions of the caller's pod events.
+func rvs(evs []watch.Event) []int {
+	var out []int
+	for _, ev := range evs {
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			n, _ := strconv.Atoi(p.ResourceVersion)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
