@@ -23,6 +23,7 @@ type vclock struct {
 	seq      int
 	timers   []*vtimer
 	frozen   bool
+	manual   bool // sleeps end only when the test moves time
 	inflight atomic.Int64
 	sleeps   []time.Duration // every sleep kretry asked for, in order
 }
@@ -137,7 +138,7 @@ func (c *vclock) kick() {
 		}
 		return
 	}
-	if c.inflight.Load() != 0 {
+	if c.manual || c.inflight.Load() != 0 {
 		c.mu.Unlock()
 		return
 	}

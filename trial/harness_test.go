@@ -380,17 +380,23 @@ type h2Server struct {
 	caPEM []byte
 	mu    sync.Mutex
 	reqs  []h2Req
+	ended map[int]bool // requests whose handler returned, by n
 	conns map[string]bool
 }
 
 func newH2Server(t *testing.T, h func(w http.ResponseWriter, r *http.Request, q h2Req)) *h2Server {
-	s := &h2Server{conns: map[string]bool{}}
+	s := &h2Server{conns: map[string]bool{}, ended: map[int]bool{}}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		q := h2Req{n: len(s.reqs) + 1, remote: r.RemoteAddr, proto: r.ProtoMajor, url: r.URL, close: r.Close, hdr: r.Header}
 		s.reqs = append(s.reqs, q)
 		s.conns[r.RemoteAddr] = true
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.ended[q.n] = true
+			s.mu.Unlock()
+		}()
 		h(w, r, q)
 	}))
 	s.srv.EnableHTTP2 = true
@@ -399,6 +405,12 @@ func newH2Server(t *testing.T, h func(w http.ResponseWriter, r *http.Request, q 
 	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+func (s *h2Server) hasEnded(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended[n]
 }
 
 func (s *h2Server) requests() []h2Req {

@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,20 +16,22 @@ import (
 
 // watchAnswer is how the raw server answers one watch request.
 type watchAnswer struct {
-	code   int      // 0: a 200 stream; else this status with body
-	body   []byte   // the status body (default: a Status of code)
-	extra  []string // header pairs
-	keep   bool     // a non-200: keep the connection open whatever the client asked
-	stream []byte   // the stream's bytes after the head
-	cut    int      // close after cut bytes of stream (-1: none)
-	reset  bool     // the cut is a TCP RST
-	end    bool     // after stream, end it cleanly (the terminating chunk, then keep or close)
+	code   int           // 0: a 200 stream; else this status with body
+	body   []byte        // the status body (default: a Status of code)
+	extra  []string      // header pairs
+	keep   bool          // a non-200: keep the connection open whatever the client asked
+	stream []byte        // the stream's bytes after the head
+	cut    int           // close after cut bytes of stream (-1: none)
+	reset  bool          // the cut is a TCP RST
+	end    bool          // after stream, end it cleanly (the terminating chunk, then keep or close)
+	wait   time.Duration // answer only after this much virtual time (nothing if the client leaves first)
 	// otherwise stay: the stream stays open until the client leaves or the
 	// test cuts it (watchServer.cutStaying)
 }
 
 type watchServer struct {
 	*rawServer
+	held    atomic.Int64 // requests waiting out their watchAnswer.wait
 	mu      sync.Mutex
 	cutCh   chan struct{}
 	staying int
@@ -45,6 +49,9 @@ func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) 
 			return list(c, q)
 		}
 		a := script(q)
+		if a.wait > 0 && !s.waitOut(c, w.clk, a.wait) {
+			return false
+		}
 		if a.code != 0 {
 			b := a.body
 			if b == nil {
@@ -99,6 +106,31 @@ func reasonOf(code int) metav1.StatusReason {
 func isWatch(q rawReq) bool {
 	v := q.q("watch")
 	return (q.url.Query().Has("watch") && v != "0" && v != "false") || strings.Contains(q.url.Path, "/watch/")
+}
+
+// waitOut waits d of virtual time; false if the client left first.
+func (s *watchServer) waitOut(c *rawConn, clk *vclock, d time.Duration) bool {
+	done := make(chan struct{})
+	clk.AfterFunc(d, func() { close(done) })
+	gone := make(chan struct{})
+	go func() {
+		b := make([]byte, 1)
+		c.Conn.Read(b)
+		close(gone)
+	}()
+	s.held.Add(1)
+	defer s.held.Add(-1)
+	select {
+	case <-done:
+		c.Conn.SetReadDeadline(time.Now()) // end the watcher goroutine
+		<-gone
+		c.Conn.SetReadDeadline(time.Time{})
+		return true
+	case <-gone:
+		return false
+	case <-time.After(hang):
+		return false
+	}
 }
 
 // stay holds a stream open until the client leaves or cutStaying.
