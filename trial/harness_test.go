@@ -36,7 +36,7 @@ import (
 )
 
 // hang bounds in real time every wait of a test: reaching it is a hang.
-const hang = 45 * time.Second
+const hang = 15 * time.Second
 
 func realCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), hang)

@@ -48,7 +48,14 @@ func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) 
 			}
 			return list(c, q)
 		}
-		a := script(q)
+		var a watchAnswer
+		if q.url.Query().Has("sendInitialEvents") {
+			// as a kube-apiserver without the WatchList feature: the
+			// informer falls back to a LIST
+			a = watchAnswer{code: 422, body: statusJSON(422, metav1.StatusReasonInvalid, "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")}
+		} else {
+			a = script(q)
+		}
 		if a.wait > 0 && !s.waitOut(c, w.clk, a.wait) {
 			return false
 		}
@@ -173,7 +180,7 @@ func (s *watchServer) stayingNow() int {
 func (s *watchServer) watches() []rawReq {
 	var out []rawReq
 	for _, q := range s.requests() {
-		if isWatch(q) {
+		if isWatch(q) && !q.url.Query().Has("sendInitialEvents") {
 			out = append(out, q)
 		}
 	}

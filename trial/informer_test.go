@@ -1,0 +1,174 @@
+package trial_test
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// informerRecorder records what an informer's handler saw.
+type informerRecorder struct {
+	mu      sync.Mutex
+	updates []int // the resourceVersions of pod "p"'s updates, in order
+	adds    int
+}
+
+func (r *informerRecorder) handler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			r.mu.Lock()
+			r.adds++
+			r.mu.Unlock()
+		},
+		UpdateFunc: func(old, obj any) {
+			p := obj.(*corev1.Pod)
+			if p.Name != "p" || old.(*corev1.Pod).ResourceVersion == p.ResourceVersion {
+				return
+			}
+			n, _ := strconv.Atoi(p.ResourceVersion)
+			r.mu.Lock()
+			r.updates = append(r.updates, n)
+			r.mu.Unlock()
+		},
+	}
+}
+
+func (r *informerRecorder) seen() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.updates)
+}
+
+// informerList is the LIST an informer makes: pod "p" at 100 and others.
+func informerList(media string) []byte {
+	l := podList(100, 3)
+	p := pod("p", 100)
+	l.Items = append(l.Items, *p)
+	if media == mediaProtobuf {
+		return protoEncode(l)
+	}
+	return mustJSON(l)
+}
+
+func startInformer(t *testing.T, w *world, host, media string) *informerRecorder {
+	cs := w.clientset(host, nil, media)
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("ns"))
+	inf := f.Core().V1().Pods().Informer()
+	rec := &informerRecorder{}
+	inf.AddEventHandler(rec.handler())
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	f.Start(stop)
+	return rec
+}
+
+func lists(s *watchServer) int {
+	n := 0
+	for _, q := range s.requests() {
+		if !isWatch(q) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestInformerCutsNoRelist: an informer's watch (JSON, protobuf) is cut
+// again and again mid-frame: every update reaches the handler once, in
+// order, and the informer lists once.
+func TestInformerCutsNoRelist(t *testing.T) {
+	for _, media := range []string{mediaJSON, mediaProtobuf} {
+		t.Run(media, func(t *testing.T) {
+			w := newWorld(t)
+			const last = 130
+			srv := newWatchServer(t, w, media, func(q rawReq) watchAnswer {
+				rv, _ := strconv.Atoi(q.q("resourceVersion"))
+				s := events(media, rv, min(rv+7, last))
+				if rv+7 >= last {
+					return watchAnswer{stream: s, cut: -1}
+				}
+				// cut in the middle of the 5th frame or so
+				return watchAnswer{stream: s, cut: len(s) * 9 / 14, reset: q.n%2 == 0}
+			}, func(c *rawConn, q rawReq) bool {
+				return writeBody(c, media, informerList(media), true, -1, false)
+			})
+			rec := startInformer(t, w, srv.url(), media)
+			t.Cleanup(func() {
+				if t.Failed() {
+					for _, q := range srv.requests() {
+						t.Logf("request %d conn %d %s %s", q.n, q.conn, q.url.Path, q.url.RawQuery)
+					}
+					t.Logf("seen %v; %s", rec.seen(), w.obs)
+				}
+			})
+			eventually(t, "every update", func() bool { return len(rec.seen()) >= last-100 })
+			if got := rec.seen(); !slices.Equal(got, seq(101, last)) {
+				t.Errorf("handler saw %v", got)
+			}
+			if n := lists(srv); n != 1 {
+				t.Errorf("%d LISTs: the informer relisted; %s", n, w.obs)
+			}
+		})
+	}
+}
+
+// TestInformerErrorEvent500Relists: an informer's watch gets an ERROR 500
+// on every stream: past the window kretry delivers it, the informer
+// relists; then the server serves again and updates flow.
+func TestInformerErrorEvent500Relists(t *testing.T) {
+	w := newWorld(t)
+	var mu sync.Mutex
+	healthy := false // after the second LIST
+	listed := 0
+	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
+		mu.Lock()
+		ok := healthy
+		mu.Unlock()
+		rv, _ := strconv.Atoi(q.q("resourceVersion"))
+		if ok {
+			return watchAnswer{stream: events(mediaJSON, rv, 105), cut: -1}
+		}
+		s := errorEvent(mediaJSON, 500, "etcdserver: leader changed")
+		if rv == 100 {
+			s = append(events(mediaJSON, 100, 101), s...)
+		}
+		return watchAnswer{stream: s, cut: -1, end: true}
+	}, func(c *rawConn, q rawReq) bool {
+		mu.Lock()
+		listed++
+		second := listed >= 2
+		healthy = second
+		mu.Unlock()
+		b := informerList(mediaJSON)
+		if second {
+			l := podList(101, 3)
+			l.Items = append(l.Items, *pod("p", 101))
+			b = mustJSON(l)
+		}
+		return writeBody(c, mediaJSON, b, false, -1, false)
+	})
+	rec := startInformer(t, w, srv.url(), mediaJSON)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, q := range srv.requests() {
+				t.Logf("request %d conn %d @%v %s", q.n, q.conn, q.at.Sub(srv.requests()[0].at), q.url.RawQuery)
+			}
+			t.Logf("seen %v; %s", rec.seen(), w.obs)
+		}
+	})
+	eventually(t, "the relist and updates after it", func() bool { return lists(srv) == 2 && len(rec.seen()) >= 5 })
+	if got := rec.seen(); !slices.Equal(got, seq(101, 105)) {
+		t.Errorf("handler saw %v", got)
+	}
+	var trail []string
+	for _, q := range srv.requests() {
+		trail = append(trail, fmt.Sprintf("%s@%v", q.url.RawQuery, q.at.Sub(srv.requests()[0].at).Round(time.Millisecond)))
+	}
+	t.Logf("%s", trail)
+}
