@@ -1,8 +1,10 @@
 package trial_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -105,4 +107,87 @@ func TestList50ConcurrentCuts(t *testing.T) {
 	if len(o.refusals) != 0 {
 		t.Errorf("budget refused %d retries: a LIST resume must not spend it", len(o.refusals))
 	}
+}
+
+// TestList50ConcurrentCutsHTTP2: the same over one HTTP/2 connection, each
+// body cut 1–3 times by RST_STREAM, with and without a declared length.
+func TestList50ConcurrentCutsHTTP2(t *testing.T) {
+	const lists = 50
+	rng := rand.New(rand.NewPCG(3, 5))
+	type plan struct {
+		body    []byte
+		rv      int
+		cuts    []int
+		declare []bool
+	}
+	plans := make([]*plan, lists)
+	for i := range plans {
+		rv := 20000 + i
+		p := &plan{rv: rv, body: listBody(mediaProtobuf, rv, 5+rng.IntN(60))}
+		for j, n := 0, 1+rng.IntN(3); j < n; j++ {
+			p.cuts = append(p.cuts, 80+rng.IntN(len(p.body)-80))
+		}
+		for j := 0; j <= len(p.cuts); j++ {
+			p.declare = append(p.declare, rng.IntN(2) == 0)
+		}
+		plans[i] = p
+	}
+	var mu sync.Mutex
+	seen := map[int][]h2Req{}
+	srv := newH2Server(t, func(w http.ResponseWriter, r *http.Request, q h2Req) {
+		var i int
+		fmt.Sscanf(strings.Split(r.URL.Path, "/")[4], "ns-%d", &i)
+		p := plans[i]
+		mu.Lock()
+		k := len(seen[i])
+		seen[i] = append(seen[i], q)
+		mu.Unlock()
+		w.Header().Set("Content-Type", mediaProtobuf)
+		if p.declare[min(k, len(p.declare)-1)] {
+			w.Header().Set("Content-Length", fmt.Sprint(len(p.body)))
+		}
+		w.WriteHeader(200)
+		if k < len(p.cuts) {
+			w.Write(p.body[:p.cuts[k]])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		w.Write(p.body[:len(p.body)/2])
+		w.(http.Flusher).Flush()
+		w.Write(p.body[len(p.body)/2:])
+	})
+	w := newWorld(t)
+	w.clk.frozen = true
+	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
+	cs := w.clientset(srv.srv.URL, srv.caPEM, mediaProtobuf)
+	ctx := realCtx(t)
+	errs := make([]error, lists)
+	var wg sync.WaitGroup
+	for i := 0; i < lists; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := cs.CoreV1().Pods(fmt.Sprintf("ns-%d", i)).List(ctx, metav1.ListOptions{})
+			if err == nil && (l.ResourceVersion != fmt.Sprint(plans[i].rv) || !bytes.Equal(protoEncode(l), plans[i].body)) {
+				err = fmt.Errorf("the list differs from the server's")
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("list %d (cuts %v): %v", i, plans[i].cuts, err)
+		}
+	}
+	conns := map[string]bool{}
+	for i, p := range plans {
+		if len(seen[i]) != len(p.cuts)+1 {
+			t.Errorf("list %d asked %d times, want %d", i, len(seen[i]), len(p.cuts)+1)
+		}
+		for _, q := range seen[i] {
+			conns[q.remote] = true
+		}
+	}
+	t.Logf("%d connections", len(conns))
 }

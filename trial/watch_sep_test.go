@@ -3,6 +3,7 @@ package trial_test
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +257,58 @@ func separatorTest(t *testing.T, sep string, bufSize int, pieces bool) {
 	expect("event 3", e3)
 	send(sep)
 	expect("separator 3", []byte(sep))
+}
+
+// TestWatchBytesAcrossCuts: a raw JSON watch cut at every offset of its
+// first stream and resumed: the caller's bytes are the whole events of both
+// streams with their separators, and every event stands on its own line
+// (a line reader, e.g. behind kretry-proxy, reads one event per line).
+func TestWatchBytesAcrossCuts(t *testing.T) {
+	stream := events(mediaJSON, 100, 103)
+	var frames [][]byte
+	for rv := 101; rv <= 105; rv++ {
+		frames = append(frames, event(mediaJSON, "MODIFIED", pod("p", rv)))
+	}
+	merged := 0
+	for cut := 1; cut < len(stream); cut++ {
+		w := newWorld(t)
+		srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
+			if q.n == 1 {
+				return watchAnswer{stream: stream, cut: cut}
+			}
+			rv, _ := strconv.Atoi(q.q("resourceVersion"))
+			return watchAnswer{stream: events(mediaJSON, rv, 105), cut: -1}
+		}, nil)
+		resp, err := w.httpClient(plainBase()).Get(srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		buf := make([]byte, 333)
+		for bytes.Count(got, []byte(`"type"`)) < 5 {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				t.Fatalf("cut %d: %v after %q", cut, err, got)
+			}
+		}
+		resp.Body.Close()
+		// the events, in order, once each
+		var want []byte
+		for _, f := range frames {
+			want = append(want, f...)
+		}
+		if !bytes.Equal(bytes.ReplaceAll(got, []byte("\n"), nil), bytes.ReplaceAll(want, []byte("\n"), nil)) {
+			t.Fatalf("cut %d: caller read %q", cut, got)
+		}
+		if !bytes.Equal(got, want) {
+			merged++
+			if merged == 1 {
+				t.Errorf("cut %d (right after an event, before its newline): two events on one line: %q", cut, got)
+			}
+		}
+	}
+	if merged > 0 {
+		t.Errorf("%d cut offsets leave two events on one line", merged)
+	}
 }
