@@ -162,7 +162,7 @@ func TestWatchResumeAsksCloseEvenWhenAnswered200(t *testing.T) {
 	defer wi.Stop()
 	c := collect(wi)
 	for i := 1; i <= 3; i++ {
-		eventually(t, "events", func() bool { return c.count() == 2*i && srv.stayingNow() == 1 })
+		eventually(t, "events", func() bool { return c.count() == 2*i && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
 		srv.cutStaying()
 	}
 	eventually(t, "events", func() bool { return c.count() == 8 })

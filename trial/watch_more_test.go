@@ -62,10 +62,10 @@ func TestWatchCleanEndBeforeAndAtDeadline(t *testing.T) {
 	}
 	defer wi.Stop()
 	c := collect(wi)
-	eventually(t, "1 event", func() bool { return c.count() == 1 && srv.stayingNow() == 1 })
+	eventually(t, "1 event", func() bool { return c.count() == 1 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
 	w.clk.advance(4 * time.Second)
 	srv.cutStaying() // a clean close of the connection: EOF without the last chunk
-	eventually(t, "the resume", func() bool { return c.count() == 2 && srv.stayingNow() == 1 })
+	eventually(t, "the resume", func() bool { return c.count() == 2 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
 	w.clk.advance(6 * time.Second)
 	srv.cutStaying()
 	eventually(t, "the end", c.isClosed)
@@ -169,7 +169,7 @@ func TestWatchBackoffAfterQuiet(t *testing.T) {
 			c := collect(wi)
 			eventually(t, "2 events", func() bool { return c.count() == 2 })
 			srv.cutStaying()
-			eventually(t, "the quiet stream", func() bool { return len(srv.watches()) == 5 && srv.stayingNow() == 1 })
+			eventually(t, "the quiet stream", func() bool { return len(srv.watches()) == 5 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
 			w.clk.advance(tc.quiet)
 			srv.cutStaying()
 			eventually(t, "event 103", func() bool { return c.count() == 3 })

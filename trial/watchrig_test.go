@@ -33,14 +33,13 @@ type watchServer struct {
 	*rawServer
 	held    atomic.Int64 // requests waiting out their watchAnswer.wait
 	mu      sync.Mutex
-	cutCh   chan struct{}
-	staying int
+	staying map[chan struct{}]bool // streams open, each with its cut
 	media   string
 }
 
 // newWatchServer serves watches (and, by list, anything else) on HTTP/1.1.
 func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) watchAnswer, list func(c *rawConn, q rawReq) bool) *watchServer {
-	s := &watchServer{cutCh: make(chan struct{}), media: media}
+	s := &watchServer{staying: map[chan struct{}]bool{}, media: media}
 	s.rawServer = newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
 		if !isWatch(q) {
 			if list == nil {
@@ -69,6 +68,17 @@ func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) 
 			}
 			return a.keep
 		}
+		// registered before a byte is sent: once the caller has the
+		// events, cutStaying reaches this stream
+		cut := make(chan struct{})
+		s.mu.Lock()
+		s.staying[cut] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.staying, cut)
+			s.mu.Unlock()
+		}()
 		if err := c.send(head(200, watchCType(media), -1, a.extra...)); err != nil {
 			return false
 		}
@@ -91,7 +101,7 @@ func newWatchServer(t *testing.T, w *world, media string, script func(q rawReq) 
 			c.send([]byte("0\r\n\r\n"))
 			return false
 		}
-		return s.stay(c)
+		return s.stay(c, cut)
 	})
 	return s
 }
@@ -141,11 +151,7 @@ func (s *watchServer) waitOut(c *rawConn, clk *vclock, d time.Duration) bool {
 }
 
 // stay holds a stream open until the client leaves or cutStaying.
-func (s *watchServer) stay(c *rawConn) bool {
-	s.mu.Lock()
-	cut := s.cutCh
-	s.staying++
-	s.mu.Unlock()
+func (s *watchServer) stay(c *rawConn, cut chan struct{}) bool {
 	gone := make(chan struct{})
 	go func() {
 		b := make([]byte, 1)
@@ -157,24 +163,24 @@ func (s *watchServer) stay(c *rawConn) bool {
 	case <-gone:
 	}
 	c.Close()
-	s.mu.Lock()
-	s.staying--
-	s.mu.Unlock()
 	return false
 }
 
 // cutStaying closes every stream staying open.
 func (s *watchServer) cutStaying() {
 	s.mu.Lock()
-	close(s.cutCh)
-	s.cutCh = make(chan struct{})
+	for cut := range s.staying {
+		close(cut)
+		delete(s.staying, cut)
+	}
 	s.mu.Unlock()
 }
 
+// stayingNow is how many streams are open (a 200 sent, not cut).
 func (s *watchServer) stayingNow() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.staying
+	return len(s.staying)
 }
 
 func (s *watchServer) watches() []rawReq {
