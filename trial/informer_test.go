@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +172,74 @@ func TestInformerErrorEvent500Relists(t *testing.T) {
 		trail = append(trail, fmt.Sprintf("%s@%v", q.url.RawQuery, q.at.Sub(srv.requests()[0].at).Round(time.Millisecond)))
 	}
 	t.Logf("%s", trail)
+}
+
+// TestInformerReopenThrottledAndUnavailable: an informer's watch is cut;
+// its reopens are answered 503, then 429 with Retry-After, then served:
+// every update once, in order, one LIST.
+func TestInformerReopenThrottledAndUnavailable(t *testing.T) {
+	w := newWorld(t)
+	var n atomic.Int64
+	srv := newWatchServer(t, w, mediaProtobuf, func(q rawReq) watchAnswer {
+		rv, _ := strconv.Atoi(q.q("resourceVersion"))
+		switch n.Add(1) % 4 {
+		case 1:
+			s := events(mediaProtobuf, rv, rv+3)
+			return watchAnswer{stream: s, cut: len(s) - 7}
+		case 2:
+			return watchAnswer{code: 503}
+		case 3:
+			return watchAnswer{code: 429, extra: []string{"Retry-After", "3"}}
+		}
+		return watchAnswer{stream: events(mediaProtobuf, rv, 112), cut: -1}
+	}, func(c *rawConn, q rawReq) bool {
+		return writeBody(c, mediaProtobuf, informerList(mediaProtobuf), false, -1, false)
+	})
+	rec := startInformer(t, w, srv.url(), mediaProtobuf)
+	eventually(t, "every update", func() bool { return len(rec.seen()) >= 12 })
+	if got := rec.seen(); !slices.Equal(got, seq(101, 112)) {
+		t.Errorf("handler saw %v", got)
+	}
+	if n := lists(srv); n != 1 {
+		t.Errorf("%d LISTs", n)
+	}
+	var codes []string
+	for _, a := range w.obs.snapshot().attempts {
+		codes = append(codes, fmt.Sprint(a.Code))
+	}
+	t.Logf("attempts %v", codes)
+}
+
+// TestInformerResume410Relists: an informer's watch loses its connection
+// and the resume is answered 410 (another S each time: the search ends at
+// once): the informer gets the ERROR 410 and relists, once.
+func TestInformerResume410Relists(t *testing.T) {
+	w := newWorld(t)
+	var mu sync.Mutex
+	listed := 0
+	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
+		rv := q.q("resourceVersion")
+		mu.Lock()
+		n := listed
+		mu.Unlock()
+		if n >= 2 {
+			return watchAnswer{cut: -1}
+		}
+		if rv == "100" {
+			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1, end: false}
+		}
+		return watchAnswer{code: 410, body: tooOld(rv, 300+q.n)}
+	}, func(c *rawConn, q rawReq) bool {
+		mu.Lock()
+		listed++
+		mu.Unlock()
+		return writeBody(c, mediaJSON, informerList(mediaJSON), false, -1, false)
+	})
+	rec := startInformer(t, w, srv.url(), mediaJSON)
+	eventually(t, "2 updates", func() bool { return len(rec.seen()) == 2 && srv.stayingNow() == 1 })
+	srv.cutStaying()
+	eventually(t, "the relist", func() bool { return lists(srv) == 2 })
+	if got := rec.seen(); len(got) < 2 || !slices.Equal(got[:2], seq(101, 102)) {
+		t.Errorf("handler saw %v", got)
+	}
 }

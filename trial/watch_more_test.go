@@ -186,3 +186,60 @@ func TestWatchBackoffAfterQuiet(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestWatchErrorEventsFreshRunAfterQuiet: a run of ERROR 500s ends with a
+// reopened watch up quiet for longer than the window; a later break whose
+// reopens all bring ERROR 500 is a fresh run: the ERROR is delivered one
+// window after the new break, and the give-up counts from it.
+func TestWatchErrorEventsFreshRunAfterQuiet(t *testing.T) {
+	w := newWorld(t)
+	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
+		switch q.n {
+		case 1:
+			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+		case 3:
+			return watchAnswer{cut: -1} // up, quiet
+		}
+		return watchAnswer{stream: errorEvent(mediaJSON, 500, "etcdserver: leader changed"), cut: -1, end: true}
+	}, nil)
+	cs := w.clientset(srv.url(), nil, mediaJSON)
+	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
+	c := collect(wi)
+	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	srv.cutStaying()
+	eventually(t, "the quiet stream", func() bool {
+		return len(srv.watches()) == 3 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0
+	})
+	w.clk.advance(40 * time.Second)
+	breakAt := w.clk.Now()
+	srv.cutStaying()
+	eventually(t, "the end", c.isClosed)
+	evs, _ := c.snapshot()
+	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:500" {
+		t.Errorf("caller saw %q", d)
+	}
+	ws := srv.watches()
+	after := 0
+	for _, q := range ws {
+		if !q.at.Before(breakAt) {
+			after++
+		}
+	}
+	last := ws[len(ws)-1].at.Sub(breakAt)
+	o := w.obs.snapshot()
+	if len(o.giveUps) != 1 {
+		t.Fatalf("give-ups %+v", o.giveUps)
+	}
+	g := o.giveUps[0]
+	t.Logf("%d attempts after the break, the last %v after it; give-up %+v", after, last, g)
+	if last < 29*time.Second {
+		t.Errorf("the ERROR was delivered %v after the new break: the window was not fresh", last)
+	}
+	if g.Attempts != after || g.Elapsed > last+time.Second || g.Elapsed < last-time.Second {
+		t.Errorf("give-up %+v, want %d attempts and about %v elapsed, counted from the new break", g, after, last)
+	}
+}
