@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -227,5 +229,41 @@ func TestRetryBudgetBoundsAFleetOf503s(t *testing.T) {
 	// 20% of the window's requests plus 10 a second over a 10 s window
 	if retries := reqs - 100; retries > 20+100+20 {
 		t.Errorf("%d retries for 100 LISTs: the budget allows about 120", retries)
+	}
+}
+
+// TestBudgetNotSpentByResumesAndNamedWaits: under a budget that allows no
+// retry, a watch cut ten times is resumed ten times, and a LIST answered
+// 429 with Retry-After five times is still retried: neither spends it.
+func TestBudgetNotSpentByResumesAndNamedWaits(t *testing.T) {
+	w := newWorld(t)
+	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
+	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
+		rv, _ := strconv.Atoi(q.q("resourceVersion"))
+		s := events(mediaJSON, rv, rv+2)
+		return watchAnswer{stream: s, cut: len(s) - 3, reset: rv%2 == 0}
+	}, func(c *rawConn, q rawReq) bool {
+		if q.n <= 5 {
+			return writeStatus(c, 429, metav1.StatusReasonTooManyRequests, "slow", "Retry-After", "2")
+		}
+		return writeBody(c, mediaJSON, listBody(mediaJSON, 10, 1), false, -1, false)
+	})
+	cs := w.clientset(srv.url(), nil, mediaJSON)
+	if _, err := cs.CoreV1().Pods("ns").List(realCtx(t), metav1.ListOptions{}); err != nil {
+		t.Errorf("LIST: %v", err)
+	}
+	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
+	c := collect(wi)
+	eventually(t, "10 events", func() bool { return c.count() >= 10 || c.isClosed() })
+	evs, _ := c.snapshot()
+	if got := rvs(evs); len(got) < 10 || !slices.Equal(got[:10], seq(101, 110)) {
+		t.Errorf("caller saw %s", describe(evs))
+	}
+	if o := w.obs.snapshot(); len(o.refusals) != 0 {
+		t.Errorf("budget refusals %+v", o.refusals)
 	}
 }

@@ -3,6 +3,7 @@ package trial_test
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,23 @@ type sepScenario struct {
 }
 
 func newSepScenario(t *testing.T, bufSize int) *sepScenario {
+	return newSepScenarioVia(t, bufSize, true)
+}
+
+// TestWatchSeparatorPiecesControl: the same server and reads without
+// kretry: every piece arrives (the rig does not hold them).
+func TestWatchSeparatorPiecesControl(t *testing.T) {
+	s := newSepScenarioVia(t, 1, false)
+	e1 := jsonEvent("ADDED", pod("a", 101))
+	s.send(string(e1))
+	s.expect("event 1", e1)
+	s.send("\r")
+	s.expect("piece 1", []byte("\r"))
+	s.send("\n")
+	s.expect("piece 2", []byte("\n"))
+}
+
+func newSepScenarioVia(t *testing.T, bufSize int, viaKretry bool) *sepScenario {
 	w := newWorld(t)
 	s := &sepScenario{t: t, step: make(chan string), got: make(chan byte, 1<<16), readErr: make(chan error, 1)}
 	s.srv = newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
@@ -97,7 +115,11 @@ func newSepScenario(t *testing.T, bufSize int) *sepScenario {
 			}
 		}
 	})
-	resp, err := w.httpClient(plainBase()).Get(s.srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
+	client := w.httpClient(plainBase())
+	if !viaKretry {
+		client = &http.Client{Transport: plainBase()}
+	}
+	resp, err := client.Get(s.srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
 	if err != nil {
 		t.Fatal(err)
 	}
