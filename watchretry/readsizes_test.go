@@ -128,19 +128,27 @@ func readResumed(t *testing.T, ct string, events [][]byte, rvs []int, rng *rand.
 		end := error(io.EOF)
 		if cuts > 0 {
 			cuts--
-			body = body[:rng.IntN(len(body)+1)]
+			cut := rng.IntN(len(body) + 1)
+			if i := rng.IntN(len(frameEnds)); ct == jsonStream && rng.IntN(3) == 0 {
+				cut = frameEnds[i] + rng.IntN(eventEnds[i]-frameEnds[i]) // within a separator
+			}
+			body = body[:cut]
 			if rng.IntN(2) == 0 {
 				end = io.ErrUnexpectedEOF
 			}
 		}
-		// The end of the last whole frame, and of its separator as far as it came.
-		wholeUpTo := 0
+		// The end of the last whole frame, and of its separator as far as it
+		// came; a JSON event whose newline did not come gets one.
+		wholeUpTo, frameEnd := 0, 0
 		for i := range frameEnds {
 			if frameEnds[i] <= len(body) {
-				wholeUpTo = min(eventEnds[i], len(body))
+				wholeUpTo, frameEnd = min(eventEnds[i], len(body)), frameEnds[i]
 			}
 		}
 		want = append(want, body[:wholeUpTo]...)
+		if ct == jsonStream && wholeUpTo > 0 && bytes.IndexByte(body[frameEnd:wholeUpTo], '\n') < 0 {
+			want = append(want, '\n')
+		}
 		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {ct}},
 			Body: io.NopCloser(&chunkedBody{data: body, end: end, stops: frameEnds, rng: rand.New(rand.NewPCG(rng.Uint64(), 2))})}, nil
 	})

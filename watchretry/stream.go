@@ -1,6 +1,7 @@
 package watchretry
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -59,10 +60,13 @@ type stream struct {
 	// collector runs costs a write barrier (see hold).
 	pending []byte
 	sent    int
-	// owesSeparator is set when the last frame delivered went without the
-	// separator the server wrote after it (the caller's slice ended at
-	// the frame's end): the next Read hands it over as soon as it is read.
-	owesSeparator bool
+	// owesNewline is set while the last JSON frame delivered has not had
+	// the newline the server writes after it: the next Read hands the
+	// separator over as soon as (and as far as) it is read, and a break
+	// before it came hands over a newline of its own (see scanError), so
+	// that a reader that splits lines never runs one event behind, nor
+	// sees two events on one line.
+	owesNewline bool
 }
 
 func newStream(rt *roundTripper, req *http.Request, resp *http.Response, enc frame.Encoding, tracker *policy.Tracker, params watchParams, deadline time.Time) *stream {
@@ -94,12 +98,14 @@ func (s *stream) Read(p []byte) (int, error) {
 	if s.isClosed() {
 		return 0, io.EOF
 	}
-	if s.owesSeparator && !s.hasPending() && s.m.phase == streaming {
+	if s.owesNewline && !s.hasPending() && s.m.phase == streaming {
 		// Held like a frame, so that a slice shorter than it gets the rest
 		// on the next Read; it stays valid until the next Scan, which comes
-		// only once the caller has read it all.
-		s.owesSeparator = false
-		s.hold(s.scanner.Separator())
+		// only once the caller has read it all. A separator that may not
+		// be over leaves its newline owed (a break then hands one over).
+		sep, open := s.scanner.Separator()
+		s.owesNewline = open && bytes.IndexByte(sep, '\n') < 0
+		s.hold(sep)
 	}
 	for !s.hasPending() {
 		var ev event
@@ -156,7 +162,7 @@ func (s *stream) handle(ev *event) {
 	if ev.kind == evFrame || ev.kind == evError {
 		// A JSON frame whose newline has not arrived yet: the caller gets
 		// the newline on its next Read, not with the next frame.
-		s.owesSeparator = act.delivered && s.m.enc == frame.JSON && !endsWithSpace(ev.raw)
+		s.owesNewline = act.delivered && s.m.enc == frame.JSON && !endsWithNewline(ev.raw)
 	}
 	if act.progress {
 		s.tracker.Progress()
@@ -238,8 +244,15 @@ func (s *stream) readFrame(ev *event) {
 // scanError is the event of an error from the scanner.
 func (s *stream) scanError(err error) event {
 	// Separators read after the last whole frame are the caller's, whatever
-	// the error; a torn frame's own bytes are not.
-	s.hold(s.scanner.Trailing())
+	// the error; a torn frame's own bytes are not. So is the newline the
+	// server writes after an event, when the break came before it: the
+	// stream after a resume starts with the next event.
+	trailing := s.scanner.Trailing()
+	if s.owesNewline && bytes.IndexByte(trailing, '\n') < 0 {
+		trailing = append(append(make([]byte, 0, len(trailing)+1), trailing...), '\n')
+	}
+	s.owesNewline = false
+	s.hold(trailing)
 	var invalid *frame.InvalidFrameError
 	switch {
 	case s.ended():
@@ -409,15 +422,17 @@ func (e *stallError) Error() string {
 
 func (e *stallError) Unwrap() error { return e.err }
 
-// endsWithSpace reports whether a JSON frame ends with the separator the
-// server wrote after it.
-func endsWithSpace(raw []byte) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	switch raw[len(raw)-1] {
-	case ' ', '\n', '\r', '\t':
-		return true
+// endsWithNewline reports whether a JSON frame came with the newline the
+// server writes after it: its trailing whitespace holds one.
+func endsWithNewline(raw []byte) bool {
+	for i := len(raw) - 1; i >= 0; i-- {
+		switch raw[i] {
+		case '\n':
+			return true
+		case ' ', '\r', '\t':
+		default:
+			return false
+		}
 	}
 	return false
 }

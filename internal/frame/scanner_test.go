@@ -553,17 +553,40 @@ func TestSeparator(t *testing.T) {
 	if f, err := s.Next(); err != nil || string(f.Raw) != event {
 		t.Fatalf("Next = %q, %v", f.Raw, err)
 	}
-	if sep := s.Separator(); string(sep) != "\n" {
-		t.Fatalf("Separator = %q, want the newline", sep)
+	if sep, open := s.Separator(); string(sep) != "\n" || !open {
+		t.Fatalf("Separator = %q, %v; want the newline, and that more may follow", sep, open)
 	}
 	if f, err := s.Next(); err != nil || string(f.Raw) != event+"\n" {
 		t.Fatalf("Next = %q, %v; want the second frame whole", f.Raw, err)
 	}
-	if sep := s.Separator(); sep != nil {
-		t.Fatalf("Separator = %q at the end, want nil", sep)
+	if sep, open := s.Separator(); sep != nil || !open {
+		t.Fatalf("Separator = %q, %v at the end, want nil and open (Next reports the end)", sep, open)
 	}
 	if _, err := s.Next(); err != io.EOF {
 		t.Fatalf("Next = %v, want io.EOF", err)
+	}
+}
+
+// TestSeparatorInPieces: a separator whose pieces arrive apart is handed
+// over piece by piece, each saying that more may follow, until the next
+// frame's first byte.
+func TestSeparatorInPieces(t *testing.T) {
+	event := `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"1"}}}`
+	r := &chunkReader{chunks: []string{event, " ", "\r", "\n" + event}}
+	s := NewScanner(r, JSON, 0)
+	if f, err := s.Next(); err != nil || string(f.Raw) != event {
+		t.Fatalf("Next = %q, %v", f.Raw, err)
+	}
+	for _, want := range []struct {
+		sep  string
+		more bool
+	}{{" ", true}, {"\r", true}, {"\n", false}, {"", false}} {
+		if sep, more := s.Separator(); string(sep) != want.sep || more != want.more {
+			t.Fatalf("Separator = %q, %v; want %q, %v", sep, more, want.sep, want.more)
+		}
+	}
+	if f, err := s.Next(); err != nil || string(f.Raw) != event {
+		t.Fatalf("Next = %q, %v; want the second frame whole", f.Raw, err)
 	}
 }
 

@@ -23,8 +23,8 @@ import "time"
 //     after the backoff, within the window.
 //  7. Gone, a resume's after a lost connection, the watch cache's: retried
 //     at once on a new connection while the search goes on.
-//  8. Gone otherwise: held for a draw from the step the run reached, or
-//     handed over at once.
+//  8. Gone otherwise: held for a draw from the step its run of failures
+//     reached, or handed over at once.
 //
 // The filters: a retry or hold that would run into the caller's deadline,
 // or a retry that would start past the end of a search, is not made; a
@@ -162,9 +162,10 @@ func (t *Tracker) searchUntil(now time.Time) time.Time {
 	return now.Add(searchBound)
 }
 
-// gone is the decision for a 410 that is not searched for: held for a draw
-// from [0, min(step, maxGoneHold)), step being the backoff the current run
-// reached, when the run grew it; else handed over at once. client-go's
+// gone is the decision for a 410 that is not searched for: when it ends a
+// run of failures that grew the backoff, held for a draw from [0, min(step,
+// maxGoneHold)), step being the backoff the run reached; else handed over
+// at once. client-go's
 // reflector waits a step of its own backoff before it relists, a step grown
 // by every failed re-watch it saw. Behind kretry it saw none (kretry
 // absorbed them), so it would relist at once, and a fleet whose resumes meet
@@ -173,7 +174,7 @@ func (t *Tracker) searchUntil(now time.Time) time.Time {
 func (t *Tracker) gone(now time.Time) Decision {
 	cfg := &t.policy.cfg
 	step := t.backoff.reached(now, cfg)
-	if step <= cfg.InitialBackoff {
+	if t.run.failures < 2 || step <= cfg.InitialBackoff {
 		return handOver
 	}
 	hold := time.Duration(cfg.Rand() * float64(min(step, maxGoneHold)))

@@ -131,7 +131,10 @@ func TestDecide(t *testing.T) {
 			times(policy.Answer(503, 0), 1), policy.Answer(429, 2*time.Second), retry(2100 * time.Millisecond)},
 		{"a resume does not spend it", "TestDecideSpendsTheBudget",
 			times(policy.Answer(503, 0), 1), broke(nil), retry(0)},
-		// The history: a success ends the runs.
+		// The history: a success ends the runs; the backoff has its own reset.
+		{"a stream up for the window ended its run, not its backoff", "TestStreamUpForAWindowKeepsTheBackoff",
+			then(times(broke(nil), 1), times(policy.Answer(503, 0), 3), func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Opened() },
+				advance(31*time.Second), times(broke(nil), 1)), policy.Answer(503, 0), retry(9600 * time.Millisecond)},
 		{"progress: a new run, a whole window, the backoff started over", "TestWindowIsMeasuredFromFirstFailureSinceProgress",
 			then(times(policy.Answer(503, 0), 4), progress), policy.Answer(503, 0), retry(1200 * time.Millisecond)},
 	}

@@ -14,8 +14,9 @@ type run struct {
 	// InternalErrorWindow (a 5xx, no answer, a LIST body's break); a watch
 	// stream's breaks do not.
 	windowFrom time.Time
-	// attempts counts the requests sent since the run began.
-	attempts int
+	// attempts counts the requests sent since the run began, failures its
+	// failures.
+	attempts, failures int
 	// broke is set once a stream or a LIST body broke in the run: the first
 	// break of a run is resumed at once, later ones back off.
 	broke bool
@@ -38,6 +39,7 @@ func (r *run) failed(now time.Time, countsTowardsWindow bool) {
 	if r.since.IsZero() {
 		r.since = now
 	}
+	r.failures++
 	if countsTowardsWindow && r.windowFrom.IsZero() {
 		r.windowFrom = now
 	}

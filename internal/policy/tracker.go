@@ -38,16 +38,19 @@ func (t *Tracker) Progress() {
 		return
 	}
 	t.endRuns()
+	// The backoff starts over too: the server is serving, and a backoff
+	// left at its cap would spend the next run's window in one wait.
+	t.backoff = backoff{}
 	t.settled = true
 }
 
-// endRuns ends what a success ends. The backoff starts over too: a new run
-// gets a whole window, and a backoff left at its cap would spend it in one
-// wait.
+// endRuns ends what a success ends: the runs of failures, the lost
+// connection and the search. The backoff has its own reset (BackoffReset
+// of quiet): a stream that stayed up a window, quiet, has ended its run but
+// may be on a server that fails again and again.
 func (t *Tracker) endRuns() {
 	t.run = run{upSince: t.run.upSince}
 	t.throttle = throttle{}
-	t.backoff = backoff{}
 	t.loss = loss{}
 	t.search = search{}
 }

@@ -728,3 +728,32 @@ func TestBreakSpreadKeepsTheDeadline(t *testing.T) {
 		t.Errorf("a 2.7s spread with 3s left: %+v, want the watch over (under a second would be left)", got)
 	}
 }
+
+// TestStreamUpForAWindowKeepsTheBackoff: a stream up, quiet, for a window
+// has ended its run of failures (its next break reopens at once, a new
+// window opens) but not its backoff, which starts over only after
+// BackoffReset of quiet, as client-go's does: a server that fails every
+// minute is not retried faster than client-go would. Fails before: the
+// backoff started over after one window.
+func TestStreamUpForAWindowKeepsTheBackoff(t *testing.T) {
+	for _, tt := range []struct {
+		up   time.Duration
+		want time.Duration
+	}{
+		{31 * time.Second, 6400 * time.Millisecond},
+		{90 * time.Second, 6400 * time.Millisecond},
+		{10 * time.Minute, 800 * time.Millisecond},
+	} {
+		tracker, clock := newTracker(policy.Config{}, 0)
+		tracker.Decide(broke(nil))
+		waitsUntilGiveUp(tracker, clock, serverError, 3) // 0.8, 1.6, 3.2
+		tracker.Opened()
+		clock.Advance(tt.up)
+		if d := tracker.Decide(broke(nil)); d != (policy.Decision{Action: policy.Retry}) {
+			t.Errorf("up %v: the break %v, want a reopen at once (a new run)", tt.up, d)
+		}
+		if d := tracker.Decide(serverError); d.Wait != tt.want {
+			t.Errorf("up %v: the reopen's 503 waits %v, want %v", tt.up, d.Wait, tt.want)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package trial_test
+package contract_test
 
 import (
 	"bytes"

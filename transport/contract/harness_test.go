@@ -1,4 +1,4 @@
-package trial_test
+package contract_test
 
 // The trial's loopback world: a raw HTTP/1.1 server whose every byte the
 // test writes (framing, cuts, keep-alive against the client's wishes), an

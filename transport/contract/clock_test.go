@@ -1,4 +1,4 @@
-package trial_test
+package contract_test
 
 // vclock is the trial's virtual clock, given to kretry as Config.Clock.
 // kretry's sleeps (NewTimer, After, Sleep) end as soon as none of its
