@@ -42,8 +42,8 @@ func sel(matchers ...string) string {
 var dashboardPanels = []dashboardPanel{
 	{"kretry on and off, by job", "Instances whose kretry is on (kretry_enabled 1) and off (0: KRETRY_DISABLE; their other kretry series stay at 0 whatever happens). Alert: KretryDisabled.", "short",
 		[]panelQuery{
-			{`count by (job) (kretry_enabled` + sel() + ` == 1)`, "on {{job}}"},
-			{`count by (job) (kretry_enabled` + sel() + ` == 0)`, "off {{job}}"},
+			{`sum by (job) (kretry_enabled` + sel() + `)`, "on {{job}}"},
+			{`sum by (job) (1 - kretry_enabled` + sel() + `)`, "off {{job}}"},
 		}, false},
 	{"Instances giving up or relisting most (top 10, over the dashboard's range)", "The instances (pods) whose callers got the most failures (give-ups other than deadline) and that fetched whole collections most: the ones to look at first. Alerts: KretryFleetGivingUp, KretryGivingUp, KretryFleetRelisting, KretryRelistsDespiteKretry.", "short",
 		[]panelQuery{
