@@ -74,11 +74,15 @@ compat-apiserver:
 release-check:
 	$(RELEASE) check $(VERSION)
 
-## image: kretry-proxy's container image, built offline and reproducibly (tools/image): a
-## tarball for docker load or crane push, its digest printed. Timestamps: the HEAD commit's time.
-IMAGE ?= kretry-proxy.tar
+## image: kretry-proxy's container image as ko builds one, offline and reproducibly (tools/image):
+## an OCI image index for $(PLATFORMS) in the OCI image layout $(IMAGE), and an SPDX SBOM beside
+## it (kretry-proxy.spdx.json), built from the commit checked out in a clean clone: its tag and
+## labels are the binary's own version and revision. A tree with uncommitted changes is refused
+## (ALLOW_DIRTY=1 builds the commit without them). Push: crane push $(IMAGE) REGISTRY/kretry-proxy:TAG.
+IMAGE     ?= kretry-proxy.oci
+PLATFORMS ?= linux/amd64,linux/arm64
 image:
-	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -tag kretry-proxy:$(VERSION)
+	cd tools/image && GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -platforms $(PLATFORMS) $(if $(ALLOW_DIRTY),-allow-dirty)
 
 ## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
 bump:

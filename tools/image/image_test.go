@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -416,7 +417,7 @@ func TestBuildTwice(t *testing.T) {
 		}
 		checkImage(t, img, binary, spec)
 	}
-	server := httptest.NewServer(registry.New())
+	server := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer server.Close()
 	ref, err := name.ParseReference(strings.TrimPrefix(server.URL, "http://") + "/kretry-proxy:test")
 	if err != nil {
