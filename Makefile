@@ -61,8 +61,8 @@ compat-quick:
 	GO=$(GO) tools/compat/compat.sh quick
 
 ## compat-apiserver: kube-apiserver and etcd of the last four Kubernetes minors (v1.34-v1.37),
-## built from the module proxy once each and cached by go.sum (a cold build is 10-15 min per
-## minor on 2 cores), then the e2e subset that exercises them: random cuts, LIST bodies cut and
+## built from the module proxy once each and cached by go.sum (a cold build of an older minor is
+## 10-15 min on 2 cores, v1.37's 5-7 min: the times tools/apiserver/build.sh prints), then the e2e subset that exercises them: random cuts, LIST bodies cut and
 ## resumed at their exact resourceVersion (JSON, protobuf, paged, an informer's), a compaction's
 ## 410. Not in make test; the table it prints is in docs/compatibility.md.
 compat-apiserver:
