@@ -74,5 +74,7 @@ func libraryVersion(info *debug.BuildInfo) string {
 		}
 		return orDevel(dep.Version)
 	}
-	return "unknown"
+	// Not among the dependencies, though this code is built with it: a workspace module (a
+	// test binary of a go.work lists none).
+	return "(devel)"
 }

@@ -27,7 +27,7 @@ func TestLibraryVersion(t *testing.T) {
 		{"a fork at a version", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}, Deps: dep("v0.1.0", &debug.Module{Path: "example.com/fork", Version: "v0.1.1"})}, "v0.1.1"},
 		{"the library's own tests", debug.BuildInfo{Main: debug.Module{Path: libraryPath, Version: "(devel)"}}, "(devel)"},
 		{"a workspace module", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}, Deps: dep("", nil)}, "(devel)"},
-		{"kretry not in the binary", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}}, "unknown"},
+		{"kretry not among the dependencies (a workspace's test binary)", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}}, "(devel)"},
 	}
 	for _, tc := range tests {
 		if got := libraryVersion(&tc.info); got != tc.want {
