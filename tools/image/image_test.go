@@ -271,9 +271,19 @@ func TestRefusesDirtyTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec.Command("git", "-C", repo, "add", "f").Run()
+	for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "f"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	// A change to a committed file, and one staged: both named; an untracked file is not.
+	os.WriteFile(filepath.Join(repo, "f"), []byte("b"), 0o644)
+	os.WriteFile(filepath.Join(repo, "g"), []byte("g"), 0o644)
+	exec.Command("git", "-C", repo, "add", "g").Run()
+	os.WriteFile(filepath.Join(repo, "untracked"), []byte("u"), 0o644)
 	err := run([]string{"-repo", repo, "-o", filepath.Join(t.TempDir(), "x.oci")}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "uncommitted changes (f)") || !strings.Contains(err.Error(), "-allow-dirty") {
-		t.Errorf("a dirty tree: %v, want a refusal naming f and -allow-dirty", err)
+	if err == nil || !strings.Contains(err.Error(), "uncommitted changes (f, g)") || !strings.Contains(err.Error(), "-allow-dirty") {
+		t.Errorf("a dirty tree: %v, want a refusal naming f and g and -allow-dirty", err)
 	}
 }
 

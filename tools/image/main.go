@@ -193,15 +193,14 @@ func gitState(root string) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	status, err := git(root, "status", "--porcelain", "--untracked-files=no")
+	// Staged or not, against the commit; untracked files are not in a build from the commit.
+	diff, err := git(root, "diff", "--name-only", "HEAD")
 	if err != nil {
 		return "", nil, err
 	}
 	var changed []string
-	for _, line := range strings.Split(status, "\n") {
-		if len(line) > 3 {
-			changed = append(changed, line[3:])
-		}
+	if diff != "" {
+		changed = strings.Split(diff, "\n")
 	}
 	return head, changed, nil
 }
