@@ -220,10 +220,16 @@ func dashboardQueries(t *testing.T, root string) map[string]string {
 		t.Fatal(err)
 	}
 	queries := map[string]string{}
-	vars := strings.NewReplacer("$__rate_interval", "1m", `"$job"`, `".+"`)
+	// Every variable as Grafana's "All" has it (a series with no cluster label matches ".*").
+	vars := strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h",
+		`"$cluster"`, `".*"`, `"$job"`, `".+"`, `"$instance"`, `".+"`)
 	for _, panel := range dashboard.Panels {
 		for _, target := range panel.Targets {
-			queries[panel.Title+" "+target.RefID] = vars.Replace(target.Expr)
+			q := vars.Replace(target.Expr)
+			if strings.Contains(q, "$") {
+				t.Fatalf("dashboard %q: a variable this test does not fill in: %s", panel.Title, q)
+			}
+			queries[panel.Title+" "+target.RefID] = q
 		}
 	}
 	if len(queries) == 0 {
