@@ -26,13 +26,23 @@ unit: rules-test
 	@set -e; for m in $(SUBMODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 	@set -e; for m in $(TOOLMODULES); do (cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); done
 
-## rules-test: promtool (Debian's prometheus, installed once by tools/e2e-deps.sh) checks the
-## alerting rules and runs their unit tests, written from real series by cmd/kretry-proxy's
-## TestAlertRuleSeries, and parses every query of the Grafana dashboard.
+## rules-test: promtool checks the alerting rules and runs their unit tests, written from real
+## series by cmd/kretry-proxy's TestAlertRuleSeries, and parses every query of the Grafana
+## dashboard, twice: with Debian's promtool 2 (installed once by tools/e2e-deps.sh) and with
+## Prometheus 3's (built from the module proxy by tools/promtool/build.sh, cached by go.sum:
+## about 8 min cold on 2 cores). amtool (Debian's prometheus-alertmanager) checks the
+## Alertmanager routing example.
+PROMTOOL3 := .apiserver/bin/promtool3
 rules-test:
 	@GO=$(GO) tools/e2e-deps.sh prometheus
-	promtool check rules deploy/prometheus/kretry-rules.yaml deploy/grafana/kretry-dashboard.queries.yaml
-	cd deploy/prometheus && promtool test rules kretry-rules.test.yaml
+	@GO=$(GO) tools/promtool/build.sh
+	@set -e; for promtool in promtool $(CURDIR)/$(PROMTOOL3); do \
+		$$promtool --version 2>&1 | head -n 1; \
+		$$promtool check rules deploy/prometheus/kretry-rules.yaml deploy/grafana/kretry-dashboard.queries.yaml; \
+		(cd deploy/prometheus && $$promtool test rules kretry-rules.test.yaml); \
+	done
+	amtool check-config deploy/alertmanager/kretry-alertmanager.yaml
+	amtool config routes test --config.file deploy/alertmanager/kretry-alertmanager.yaml --verify.receivers=kubernetes-clients alertname=KretryGivingUp cluster=c job=j
 
 vet:
 	$(GO) vet $(PKGS)
@@ -51,8 +61,8 @@ compat-quick:
 	GO=$(GO) tools/compat/compat.sh quick
 
 ## compat-apiserver: kube-apiserver and etcd of the last four Kubernetes minors (v1.34-v1.37),
-## built from the module proxy once each and cached by go.sum (a cold build is 10-15 min per
-## minor on 2 cores), then the e2e subset that exercises them: random cuts, LIST bodies cut and
+## built from the module proxy once each and cached by go.sum (a cold build of an older minor is
+## 10-15 min on 2 cores, v1.37's 5-7 min: the times tools/apiserver/build.sh prints), then the e2e subset that exercises them: random cuts, LIST bodies cut and
 ## resumed at their exact resourceVersion (JSON, protobuf, paged, an informer's), a compaction's
 ## 410. Not in make test; the table it prints is in docs/compatibility.md.
 compat-apiserver:
@@ -64,11 +74,15 @@ compat-apiserver:
 release-check:
 	$(RELEASE) check $(VERSION)
 
-## image: kretry-proxy's container image, built offline and reproducibly (tools/image): a
-## tarball for docker load or crane push, its digest printed. Timestamps: the HEAD commit's time.
-IMAGE ?= kretry-proxy.tar
+## image: kretry-proxy's container image as ko builds one, offline and reproducibly (tools/image):
+## an OCI image index for $(PLATFORMS) in the OCI image layout $(IMAGE), and an SPDX SBOM beside
+## it (kretry-proxy.spdx.json), built from the commit checked out in a clean clone: its tag and
+## labels are the binary's own version and revision. A tree with uncommitted changes is refused
+## (ALLOW_DIRTY=1 builds the commit without them). Push: crane push $(IMAGE) REGISTRY/kretry-proxy:TAG.
+IMAGE     ?= kretry-proxy.oci
+PLATFORMS ?= linux/amd64,linux/arm64
 image:
-	cd tools/image && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -tag kretry-proxy:$(VERSION)
+	cd tools/image && GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -platforms $(PLATFORMS) $(if $(ALLOW_DIRTY),-allow-dirty)
 
 ## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
 bump:

@@ -10,9 +10,9 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.38.0
 	google.golang.org/protobuf v1.36.5
-	k8s.io/api v0.33.13
-	k8s.io/apimachinery v0.33.13
-	k8s.io/client-go v0.33.13
+	k8s.io/api v0.33.0
+	k8s.io/apimachinery v0.33.0
+	k8s.io/client-go v0.33.0
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738
 )

@@ -31,6 +31,12 @@
 //	kretry_list_resumes_total{outcome}    LIST bodies broken mid-read and asked for again at their resourceVersion (resumed mismatch gone gave-up)
 //	kretry_list_resume_skipped_bytes_total  bytes of those re-requests read again and checked against what was delivered
 //	kretry_initial_state_fetches_total{verb}  initial-state fetches callers sent: a LIST's first page (list), a watch with sendInitialEvents=true (watch)
+//	kretry_build_info{version}            always 1; version is the library's module version in the binary ([LibraryVersion])
+//	kretry_enabled                        1 when kretry is on, 0 when KRETRY_DISABLE turns it off ([transport.CurrentState], read at each scrape)
+//
+// With kretry off every counter stays at 0, as it does when nothing fails:
+// kretry_enabled tells the two apart (the KretryDisabled alert and the
+// dashboard's first panel read it).
 //
 // verb is list, watch or get; reason is 429, 5xx, connection, broken-body,
 // error-event, invalid-frame, stall, expired-resume (a 410 answering a watch

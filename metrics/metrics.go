@@ -20,6 +20,8 @@ type Metrics struct {
 	listResumes    *prometheus.CounterVec
 	listSkipped    *prometheus.CounterVec // no labels
 	initialState   *prometheus.CounterVec
+	buildInfo      prometheus.Gauge
+	enabled        prometheus.GaugeFunc
 }
 
 var (
@@ -46,7 +48,9 @@ var WaitBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 30, 60}
 // New creates kretry's collectors and registers them on reg (see the
 // package doc for which registerer to pass). If reg already holds
 // collectors of the same names and labels (a second New on one registry),
-// those are reused, so two transports can count into one registry. Every
+// those are reused, so two transports can count into one registry. It also
+// registers kretry_build_info{version} and kretry_enabled (see the package
+// doc), so that a process with kretry off is told from one that is fine. Every
 // counter's series for the label values kretry can report are there from
 // the start, at 0, so that increase() and rate() see the first event.
 func New(reg prometheus.Registerer) (*Metrics, error) {
@@ -106,6 +110,7 @@ func NewWithOptions(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			Help:        "Initial-state fetches callers sent through kretry (a LIST's first page: verb list; a watch with sendInitialEvents=true: verb watch), once per call, kretry's own retries and resumes not included.",
 		}, []string{"verb"}),
 	}
+	m.buildInfo, m.enabled = buildCollectors(constLabels)
 	var err error
 	m.requests, err = register(reg, m.requests)
 	if err == nil {
@@ -131,6 +136,12 @@ func NewWithOptions(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	if err == nil {
 		m.initialState, err = register(reg, m.initialState)
+	}
+	if err == nil {
+		m.buildInfo, err = register(reg, m.buildInfo)
+	}
+	if err == nil {
+		m.enabled, err = register(reg, m.enabled)
 	}
 	if err != nil {
 		return nil, err

@@ -55,6 +55,8 @@ func TestSeriesStartAtZero(t *testing.T) {
 		"kretry_list_resume_skipped_bytes_total": 1,
 		"kretry_initial_state_fetches_total":     2,
 		"kretry_retry_wait_seconds":              0,
+		"kretry_build_info":                      1,
+		"kretry_enabled":                         1,
 	}
 	families, err := registry.Gather()
 	if err != nil {

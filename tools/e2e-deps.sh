@@ -3,15 +3,16 @@
 #   - kubectl v1.37.2, built from the Go module proxy (tools/kubectl/build.sh, cached by go.sum);
 #   - the Python client: Debian's python3-kubernetes, for /usr/bin/python3 (apt-get, once);
 #   - the load balancer of the rolling-upgrade scenario: Debian's haproxy (apt-get, once);
-#   - the monitoring scenario's Prometheus server and promtool (the alerting rules' unit tests):
-#     Debian's prometheus (apt-get, once);
+#   - the monitoring scenario's Prometheus server and promtool (the alerting rules' unit tests),
+#     and amtool (the Alertmanager example's check): Debian's prometheus and
+#     prometheus-alertmanager (apt-get, once);
 #   - the JavaScript client: @kubernetes/client-node as pinned by e2e/clients/node/package-lock.json,
 #     installed with `npm ci` into <repo>/.apiserver/e2e-clients/node (again only when the
 #     lockfile changed).
 # Every step is a no-op when its result is already there. Arguments pick steps (kubectl, python,
 # haproxy, prometheus, node); none means all. tools/e2e-deps_test.sh runs the python, haproxy and
 # prometheus steps with their packages absent and then present (PYTHON, HAPROXY, PROMETHEUS,
-# PROMTOOL and APT_GET point it at stand-ins).
+# PROMTOOL, AMTOOL and APT_GET point it at stand-ins).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +32,7 @@ python="${PYTHON:-/usr/bin/python3}"
 haproxy="${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}"
 prometheus="${PROMETHEUS:-/usr/bin/prometheus}"
 promtool="${PROMTOOL:-/usr/bin/promtool}"
+amtool="${AMTOOL:-/usr/bin/amtool}"
 apt_get="${APT_GET:-apt-get}"
 apt_updated=""
 apt_install() {
@@ -76,11 +78,11 @@ fi
 # As haproxy: the harness runs prometheus itself on loopback; the package's service is not used.
 if ! want_step prometheus; then
 	:
-elif [[ -x "$prometheus" && -x "$promtool" ]]; then
+elif [[ -x "$prometheus" && -x "$promtool" && -x "$amtool" ]]; then
 	echo "prometheus: installed ($(first_line "$prometheus" --version))"
 else
-	echo "prometheus: installing the Debian package"
-	apt_install prometheus
+	echo "prometheus: installing the Debian packages prometheus and prometheus-alertmanager"
+	apt_install prometheus prometheus-alertmanager
 	echo "prometheus: installed $(first_line "$prometheus" --version)"
 fi
 

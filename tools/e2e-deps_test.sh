@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs tools/e2e-deps.sh's Debian steps (python, haproxy, prometheus) as a fresh machine meets them, with
 # the packages absent, then again with them present, against stand-ins for apt-get, sudo,
-# python3, haproxy, prometheus and promtool in a temporary directory. The stand-ins for haproxy
+# python3, haproxy, prometheus, promtool and amtool in a temporary directory. The stand-ins for haproxy
 # and prometheus write far more than one line for their version, as a real one that a pipe's reader closes early would: a pipe into head under
 # pipefail dies of SIGPIPE there. Fails unless both runs succeed, the first installs each
 # package once, and the second installs nothing.
@@ -28,6 +28,9 @@ for arg in "\$@"; do
 		printf '#!/usr/bin/env bash\necho "prometheus, version 9.9.9"\nseq 1 200000\n' >"$tmp/root/prometheus"
 		printf '#!/usr/bin/env bash\necho "promtool, version 9.9.9"\n' >"$tmp/root/promtool"
 		chmod +x "$tmp/root/prometheus" "$tmp/root/promtool";;
+	prometheus-alertmanager)
+		printf '#!/usr/bin/env bash\necho "amtool, version 9.9.9"\n' >"$tmp/root/amtool"
+		chmod +x "$tmp/root/amtool";;
 	esac
 done
 STUB
@@ -36,7 +39,7 @@ chmod +x "$tmp/bin/apt-get" "$tmp/bin/sudo"
 
 run() {
 	PATH="$tmp/bin:$PATH" PYTHON="$tmp/root/python3" HAPROXY="$tmp/root/haproxy" PROMETHEUS="$tmp/root/prometheus" \
-		PROMTOOL="$tmp/root/promtool" APT_GET="$tmp/bin/apt-get" "$here/e2e-deps.sh" python haproxy prometheus
+		PROMTOOL="$tmp/root/promtool" AMTOOL="$tmp/root/amtool" APT_GET="$tmp/bin/apt-get" "$here/e2e-deps.sh" python haproxy prometheus
 }
 
 fail() { echo "e2e-deps_test: $*" >&2; exit 1; }

@@ -5,9 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/klog/v2"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,4 +145,83 @@ func ExampleWithoutRetry() {
 	// Output:
 	// without retry: true
 	// with retry: <nil> 1
+}
+
+// TestCurrentState: what each value of KRETRY_DISABLE means, and the words
+// a log line and a metric's reader get for it.
+func TestCurrentState(t *testing.T) {
+	tests := []struct {
+		value string
+		unset bool
+		want  transport.State
+	}{
+		{unset: true, want: transport.State{On: true, Why: "KRETRY_DISABLE is not set"}},
+		{value: "", want: transport.State{On: true, Why: "KRETRY_DISABLE is not set"}},
+		{value: "1", want: transport.State{On: false, Value: "1", Why: "KRETRY_DISABLE=1"}},
+		{value: "true", want: transport.State{On: false, Value: "true", Why: "KRETRY_DISABLE=true"}},
+		{value: "T", want: transport.State{On: false, Value: "T", Why: "KRETRY_DISABLE=T"}},
+		{value: "0", want: transport.State{On: true, Value: "0", Why: "KRETRY_DISABLE=0"}},
+		{value: "False", want: transport.State{On: true, Value: "False", Why: "KRETRY_DISABLE=False"}},
+		{value: "yes", want: transport.State{On: true, Value: "yes", Unrecognised: true, Why: `KRETRY_DISABLE="yes" is not true or false: ignored`}},
+		{value: "off", want: transport.State{On: true, Value: "off", Unrecognised: true, Why: `KRETRY_DISABLE="off" is not true or false: ignored`}},
+		{value: " 1", want: transport.State{On: true, Value: " 1", Unrecognised: true, Why: `KRETRY_DISABLE=" 1" is not true or false: ignored`}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%q", tc.value), func(t *testing.T) {
+			t.Setenv(transport.DisableEnv, tc.value)
+			if tc.unset {
+				os.Unsetenv(transport.DisableEnv) // t.Setenv restores it
+			}
+			if got := transport.CurrentState(); got != tc.want {
+				t.Errorf("CurrentState() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBuildLogsOneLine: every wrapper build logs one line at level 0 that
+// says on or off and why; a value kretry cannot read is an error line
+// naming it.
+func TestBuildLogsOneLine(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	klog.SetLogger(funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	defer klog.ClearLogger()
+	tests := []struct{ value, want string }{
+		{"", `"level"=0 "msg"="kretry: on" "why"="KRETRY_DISABLE is not set"`},
+		{"1", `"level"=0 "msg"="kretry: off: requests pass through untouched" "why"="KRETRY_DISABLE=1"`},
+		{"yes", `"msg"="kretry: on: KRETRY_DISABLE=\"yes\" is not true or false: ignored" "error"=null "want"=`},
+	}
+	for _, tc := range tests {
+		t.Setenv(transport.DisableEnv, tc.value)
+		mu.Lock()
+		lines = nil
+		mu.Unlock()
+		cfg := &rest.Config{Host: "http://127.0.0.1:1"}
+		cfg.Wrap(transport.Wrapper(transport.Config{}))
+		if _, err := kubernetes.NewForConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := append([]string(nil), lines...)
+		mu.Unlock()
+		if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+			t.Errorf("KRETRY_DISABLE=%q: build logged %q, want one line starting %s", tc.value, got, tc.want)
+		}
+	}
+}
+
+// CurrentState says what a transport built now does, and why: what the
+// line each build logs says, for a program's own start line or a metric.
+func ExampleCurrentState() {
+	os.Setenv(transport.DisableEnv, "1")
+	defer os.Unsetenv(transport.DisableEnv)
+	state := transport.CurrentState()
+	fmt.Println(state.On, state.Why)
+	// Output:
+	// false KRETRY_DISABLE=1
 }

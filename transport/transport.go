@@ -13,7 +13,7 @@ import (
 // does not retry reach next exactly as they came. With DisableEnv set it
 // returns next itself.
 func New(next http.RoundTripper, cfg Config) http.RoundTripper {
-	if disabledByEnv() {
+	if !builtState().On {
 		return next
 	}
 	// One policy (and so one retry budget) for every request; each kind's

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -197,6 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stdout, "kretry-proxy", version())
 		return nil
 	}
+	fmt.Fprintln(stdout, startLine(transport.CurrentState(), buildSettings()))
 	c, closeTarget, err := target(o, stdout, os.Getenv)
 	if err != nil {
 		return err
@@ -275,4 +278,33 @@ func target(o options, stdout io.Writer, getenv func(string) string) (cluster, f
 	}
 	fmt.Fprintf(stdout, "Serving the cluster at %s (%s)\n", c.config.Host, c.found)
 	return c, func() {}, nil
+}
+
+// startLine is the first line kretry-proxy prints: its version and VCS revision, and whether
+// kretry is on and why, so that a proxy with kretry off never looks like one with kretry on.
+func startLine(state transport.State, build map[string]string) string {
+	revision := "revision unknown"
+	if r := build["vcs.revision"]; r != "" {
+		revision = "revision " + r
+		if build["vcs.modified"] == "true" {
+			revision += " (modified)"
+		}
+	}
+	kretry := "kretry on"
+	if !state.On {
+		kretry = "kretry off: requests pass through untouched"
+	}
+	return fmt.Sprintf("kretry-proxy %s, %s, %s: %s (%s)", version(), revision, runtime.Version(), kretry, state.Why)
+}
+
+// buildSettings are the binary's build settings (vcs.revision, vcs.modified, ...), none
+// when it has no build information.
+func buildSettings() map[string]string {
+	settings := map[string]string{}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+	}
+	return settings
 }

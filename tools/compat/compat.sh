@@ -21,10 +21,11 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 GO="${GO:-go}"
 
-# The newest patch of each minor (go list -m -versions k8s.io/client-go,
+# The floor (v0.33.0: what the library's go.mod requires, and what controller-runtime v0.21.0
+# requires), then the newest patch of each minor (go list -m -versions k8s.io/client-go,
 # sigs.k8s.io/controller-runtime); controller-runtime v0.N pins client-go v0.(N+12).
-clientgo_all=(v0.33.13 v0.34.13 v0.35.10 v0.36.6 v0.37.2)
-runtime_all=(v0.21.0:v0.33.13 v0.22.5:v0.34.13 v0.23.3:v0.35.10 v0.24.1:v0.36.6 v0.25.3:v0.37.2)
+clientgo_all=(v0.33.0 v0.33.13 v0.34.13 v0.35.10 v0.36.6 v0.37.2)
+runtime_all=(v0.21.0:v0.33.0 v0.22.5:v0.34.13 v0.23.3:v0.35.10 v0.24.1:v0.36.6 v0.25.3:v0.37.2)
 
 clientgo=("${clientgo_all[@]}")
 runtime=("${runtime_all[@]}")

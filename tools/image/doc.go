@@ -1,13 +1,26 @@
-// Command image builds the kretry-proxy container image, offline and reproducibly: the same
-// checkout, Go toolchain and SOURCE_DATE_EPOCH give the same image digest on any machine.
+// Command image builds the kretry-proxy container image as ko would, offline and
+// reproducibly: an OCI image index for linux/amd64 and linux/arm64, written as an OCI image
+// layout, and an SPDX SBOM beside it. The same commit and Go toolchain give the same digests on
+// any machine.
 //
-//	cd tools/image && GOWORK=off go run . -o ../../kretry-proxy.tar -tag kretry-proxy:v0.1.0
+//	cd tools/image && GOWORK=off go run . -repo ../.. -o ../../kretry-proxy.oci
 //
-// (`make image` runs that.) The image is built from scratch with no base image and no engine:
-// one layer holding /kretry-proxy, a static binary (CGO_ENABLED=0, -trimpath, no build ID, no
-// VCS stamp, GOAMD64=v1 or GOARM64=v8.0), run as user and group 65532 with the binary as its
-// entrypoint. Every timestamp (the layer's file, the config's created, the history) is
-// SOURCE_DATE_EPOCH, 0 when unset; the Makefile sets it to the time of the commit checked out.
+// (`make image` runs that.) It builds the commit checked out, never the working tree: it
+// refuses a tree with uncommitted changes to tracked files unless -allow-dirty, and then builds
+// the commit without them, saying so. kretry-proxy is built in a clean clone of the commit
+// (sharing the repository's objects) through the clone's go.work, with -buildvcs=true, so that
+// the binary's own build information carries the commit (vcs.revision, vcs.time) and the module
+// version Go derives from it: the release tag's version at a tagged commit
+// (cmd/kretry-proxy/vX.Y.Z), a pseudo-version such as v0.0.0-20261205124623-77b5415002e9
+// otherwise. That version is the image's tag, its org.opencontainers.image.version label and
+// what `kretry-proxy --version` prints; the revision and the commit's time are its
+// org.opencontainers.image.revision and .created labels (also the index's annotations), and
+// every timestamp in it.
+//
+// Each platform's image is built from scratch with no base image and no engine, with OCI media
+// types: one layer holding /kretry-proxy, a static binary (CGO_ENABLED=0, -trimpath, no build
+// ID, GOAMD64=v1 or GOARM64=v8.0), run as user and group 65532 with the binary as its
+// entrypoint.
 //
 // No CA certificates are in it. In a pod kretry-proxy verifies the API server with the
 // service account's ca.crt, and with a kubeconfig with the kubeconfig's certificate-authority:
@@ -15,13 +28,13 @@
 // certificate a public CA signed. For that case, mount a bundle and point SSL_CERT_FILE at it
 // (Go reads it on Linux).
 //
-// The output is a tarball in the format `docker save` writes (manifest.json beside the
-// blobs), with Docker's schema 2 media types, which every registry and runtime takes:
-// `docker load -i` and `podman load -i` read it, and `crane push kretry-proxy.tar
-// REGISTRY/kretry-proxy:TAG` pushes it, with the digest printed (the manifest crane rebuilds
-// from a tarball is the one built here: a test checks it).
+// The layout's index.json holds one entry, the image index, named REPOSITORY:VERSION:
+// `crane push kretry-proxy.oci REGISTRY/kretry-proxy:TAG` pushes that index as it is, so the
+// digest printed here is the one the registry serves (a test pushes it to an in-process
+// registry and reads it back). The SBOM lists the main module, every module linked into the
+// binary (their replacements where replaced) and the Go standard library, from the binaries'
+// build information.
 //
 // It is a module of its own outside the workspace (run it with GOWORK=off), so that
-// go-containerregistry stays out of every released module's go.mod; kretry-proxy itself is
-// built from the checkout through the repository's go.work.
+// go-containerregistry stays out of every released module's go.mod.
 package main

@@ -23,21 +23,39 @@ const (
 	nonRootUser = "65532:65532"
 )
 
-// imageSpec is what the image is made of besides the binary.
+// imageSpec is what the image is made of besides the binary: facts of the commit it was built
+// from, read from the binary's own build information.
 type imageSpec struct {
 	os, arch string
-	version  string    // the org.opencontainers.image.version label
-	created  time.Time // every timestamp in the image
+	version  string    // the binary's module version: org.opencontainers.image.version
+	revision string    // the commit: org.opencontainers.image.revision
+	source   string    // the repository: org.opencontainers.image.source
+	created  time.Time // the commit's time: every timestamp in the image
 }
 
-// assemble makes the image: from scratch, one layer with the binary at binaryPath.
+// labels are the image's OCI labels (its config's Labels), also the index's annotations.
+func (s imageSpec) labels() map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":       "kretry-proxy",
+		"org.opencontainers.image.description": "kubectl proxy with kretry underneath: LISTs and WATCHes retried and resumed",
+		"org.opencontainers.image.version":     s.version,
+		"org.opencontainers.image.revision":    s.revision,
+		"org.opencontainers.image.source":      s.source,
+		"org.opencontainers.image.created":     s.created.UTC().Format(time.RFC3339),
+		"org.opencontainers.image.licenses":    "Apache-2.0", // kretry's; the SBOM beside the image lists the modules in the binary
+	}
+}
+
+// assemble makes one platform's image: from scratch, one layer with the binary at binaryPath,
+// OCI media types throughout.
 func assemble(binary []byte, spec imageSpec) (v1.Image, error) {
 	layer, err := binaryLayer(binary, spec.created)
 	if err != nil {
 		return nil, err
 	}
 	created := v1.Time{Time: spec.created.UTC()}
-	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.ConfigFile(base, &v1.ConfigFile{
 		Architecture: spec.arch,
 		OS:           spec.os,
 		Created:      created,
@@ -46,25 +64,36 @@ func assemble(binary []byte, spec imageSpec) (v1.Image, error) {
 			User:       nonRootUser,
 			Entrypoint: []string{binaryPath},
 			WorkingDir: "/",
-			Labels: map[string]string{
-				"org.opencontainers.image.title":       "kretry-proxy",
-				"org.opencontainers.image.description": "kubectl proxy with kretry underneath: LISTs and WATCHes retried and resumed",
-				"org.opencontainers.image.version":     spec.version,
-				"org.opencontainers.image.licenses":    "Apache-2.0",
-			},
+			Labels:     spec.labels(),
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Docker's media types (schema 2), the ones the tarball format implies: crane push and
-	// docker load rebuild the manifest from the tarball with them, so that the digest printed
-	// is the one the registry serves.
 	return mutate.Append(img, mutate.Addendum{
 		Layer:     layer,
-		MediaType: types.DockerLayer,
+		MediaType: types.OCILayer,
 		History:   v1.History{Created: created, CreatedBy: "tools/image: " + binaryPath},
 	})
+}
+
+// assembleIndex is the OCI image index of the platforms' images, in the order given, annotated
+// with the labels they share.
+func assembleIndex(images []v1.Image, specs []imageSpec) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for i, img := range images {
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: specs[i].os, Architecture: specs[i].arch},
+		}})
+	}
+	shared := specs[0].labels()
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+	annotated, ok := mutate.Annotations(idx, shared).(v1.ImageIndex)
+	if !ok {
+		return nil, fmt.Errorf("annotating the index: not an index")
+	}
+	return annotated, nil
 }
 
 // binaryLayer is a gzipped tar of one file, binaryPath, owned by root, mode 0755, modified at
@@ -102,5 +131,5 @@ func binaryLayer(binary []byte, mtime time.Time) (v1.Layer, error) {
 	// From the compressed bytes: the layer's diff ID is then computed from what they decompress to.
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(zipped.Bytes())), nil
-	}, tarball.WithMediaType(types.DockerLayer))
+	}, tarball.WithMediaType(types.OCILayer))
 }
