@@ -9,6 +9,8 @@ package contract_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
@@ -172,6 +174,18 @@ func (w *world) httpClient(base http.RoundTripper) *http.Client {
 	return &http.Client{Transport: transport.New(&tap{c: w.clk, next: base}, w.kc)}
 }
 
+// get GETs url with a raw http.Client through kretry over base; the body is
+// closed when the test ends.
+func (w *world) get(base http.RoundTripper, url string) *http.Response {
+	w.t.Helper()
+	resp, err := w.httpClient(base).Get(url)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 func plainBase() *http.Transport {
 	return &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: 10}
 }
@@ -188,6 +202,12 @@ type rawReq struct {
 }
 
 func (q rawReq) q(k string) string { return q.url.Query().Get(k) }
+
+// rv is the resourceVersion the request asked, as a number (0 if none).
+func (q rawReq) rv() int {
+	n, _ := strconv.Atoi(q.q("resourceVersion"))
+	return n
+}
 
 // rawConn is one accepted connection; the handler writes raw bytes.
 type rawConn struct {
@@ -375,6 +395,8 @@ type h2Req struct {
 	hdr    http.Header
 }
 
+func (q h2Req) q(k string) string { return q.url.Query().Get(k) }
+
 type h2Server struct {
 	srv   *httptest.Server
 	caPEM []byte
@@ -405,6 +427,13 @@ func newH2Server(t *testing.T, h func(w http.ResponseWriter, r *http.Request, q 
 	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// clientTLS is a client TLS config that trusts s's certificate.
+func (s *h2Server) clientTLS() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(s.srv.Certificate())
+	return &tls.Config{RootCAs: pool}
 }
 
 func (s *h2Server) hasEnded(n int) bool {

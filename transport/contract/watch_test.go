@@ -48,21 +48,13 @@ func TestWatchCutAtManyOffsets(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/cut%d/reset%v", media, cut, reset), func(t *testing.T) {
 					w := newWorld(t)
 					srv := newWatchServer(t, w, media, func(q rawReq) watchAnswer {
-						rv, _ := strconv.Atoi(q.q("resourceVersion"))
 						if q.n == 1 {
 							return watchAnswer{stream: stream, cut: cut, reset: reset}
 						}
-						return watchAnswer{stream: events(media, rv, 110), cut: -1}
+						return openStream(media, q.rv(), 110)
 					}, nil)
-					cs := w.clientset(srv.url(), nil, media)
-					wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(300))})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer wi.Stop()
-					c := collect(wi)
-					eventually(t, "10 events", func() bool { return c.count() >= 10 || c.isClosed() })
-					evs, _ := c.snapshot()
+					c := watchPods(t, w.clientset(srv.url(), nil, media), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(300))})
+					evs := c.eventsOrEnd(t, 10)
 					if got := rvs(evs); !slices.Equal(got, seq(101, 110)) {
 						t.Fatalf("caller saw %s; %s", describe(evs), w.obs)
 					}
@@ -97,31 +89,22 @@ func TestWatchTimeoutSecondsRemaining(t *testing.T) {
 		return ans[q.n-1]
 	}, nil)
 	ans = []watchAnswer{
-		{stream: events(mediaJSON, 100, 102), cut: -1}, // then cut by the test at 10s
+		openStream(mediaJSON, 100, 102), // then cut by the test at 10s
 		{code: 503},
 		{code: 503},
-		{stream: events(mediaJSON, 102, 103), cut: -1}, // cut by the test at 58.5s
+		openStream(mediaJSON, 102, 103), // cut by the test at 58.5s
 	}
 	cs := w.clientset(srv.url(), nil, mediaJSON)
 	start := w.clk.Now()
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(60))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(60))})
+	c.waitCount(t, 2)
 	w.clk.advance(10 * time.Second)
 	srv.cutStaying()
 	eventually(t, "the 4th request", func() bool { return len(srv.watches()) == 4 && c.count() == 3 })
 	w.clk.advanceTo(start.Add(58500 * time.Millisecond))
 	srv.cutStaying()
 	eventually(t, "the end of the watch", c.isClosed)
-	ws := srv.watches()
-	var got []string
-	for _, q := range ws {
-		got = append(got, fmt.Sprintf("%s@%v", q.q("timeoutSeconds"), q.at.Sub(start)))
-	}
+	got := timeoutTrail(srv.watches(), start)
 	// 60 at 0; 50 at 10s (the first break of a run is reopened at once);
 	// after 800ms: ceil(49.2)=50; after 1.6s more: ceil(47.6)=48; the break at
 	// 58.5s reopens at once with ceil(1.5)=2, and its 503's backoff would end
@@ -156,32 +139,20 @@ func TestWatchThrottledReopen(t *testing.T) {
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 		a := ans[min(q.n, len(ans))-1]
 		if a.code == 0 && q.n > 1 {
-			rv, _ := strconv.Atoi(q.q("resourceVersion"))
-			a = watchAnswer{stream: events(mediaJSON, rv, 104), cut: -1}
+			a = openStream(mediaJSON, q.rv(), 104)
 		}
 		return a
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "4 events", func() bool { return c.count() >= 4 || c.isClosed() })
-	evs, _ := c.snapshot()
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	evs := c.eventsOrEnd(t, 4)
 	if got := rvs(evs); !slices.Equal(got, seq(101, 104)) {
 		t.Fatalf("caller saw %s; %s", describe(evs), w.obs)
 	}
-	ws := srv.watches()
-	var gaps []time.Duration
-	for i := 1; i < len(ws); i++ {
-		gaps = append(gaps, ws[i].at.Sub(ws[i-1].at))
-	}
+	g := gaps(srv.watches())
 	// the first break reopens at once; 429s wait what they name; the 503's
 	// 5s is more than its backoff; then backoffs (Rand 0: step, x2 ...)
-	if len(gaps) != 6 || gaps[0] != 0 || gaps[1] != 7*time.Second || gaps[2] != 2*time.Second || gaps[3] != 5*time.Second || gaps[4] < 800*time.Millisecond || gaps[5] < 800*time.Millisecond {
-		t.Errorf("gaps between attempts %v, want [0 7s 2s 5s >=800ms >=800ms]; sleeps %v", gaps, w.clk.sleepLog())
+	if len(g) != 6 || g[0] != 0 || g[1] != 7*time.Second || g[2] != 2*time.Second || g[3] != 5*time.Second || g[4] < 800*time.Millisecond || g[5] < 800*time.Millisecond {
+		t.Errorf("gaps between attempts %v, want [0 7s 2s 5s >=800ms >=800ms]; sleeps %v", g, w.clk.sleepLog())
 	}
 	if o := w.obs.snapshot(); len(o.refusals) != 0 || len(o.giveUps) != 0 {
 		t.Errorf("refusals %v give-ups %v", o.refusals, o.giveUps)
@@ -205,15 +176,8 @@ func TestWatchErrorEvent500UntilWindow(t *testing.T) {
 			}, nil)
 			cs := w.clientset(srv.url(), nil, media)
 			start := w.clk.Now()
-			wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wi.Stop()
-			c := collect(wi)
-			eventually(t, "the end", c.isClosed)
-			evs, _ := c.snapshot()
-			if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:500" {
+			c := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "100"})
+			if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:500" {
 				t.Errorf("caller saw %q, want the events then the ERROR 500; %s", d, w.obs)
 			}
 			ws := srv.watches()
@@ -247,7 +211,7 @@ func TestWatchFreshRunAfterQuiet(t *testing.T) {
 			srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 				switch q.n {
 				case 1:
-					return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+					return openStream(mediaJSON, 100, 102)
 				case 2:
 					return watchAnswer{code: 503} // the first break's run: one failure
 				case 3:
@@ -255,36 +219,19 @@ func TestWatchFreshRunAfterQuiet(t *testing.T) {
 				}
 				return watchAnswer{code: 503}
 			}, nil)
-			cs := w.clientset(srv.url(), nil, mediaJSON)
-			wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wi.Stop()
-			c := collect(wi)
-			eventually(t, "2 events", func() bool { return c.count() == 2 })
+			c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+			c.waitCount(t, 2)
 			srv.cutStaying()
-			eventually(t, "the quiet stream", func() bool { return len(srv.watches()) == 3 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+			srv.waitQuiet(t, 3)
 			w.clk.advance(quiet)
 			breakAt := w.clk.Now()
 			srv.cutStaying()
-			eventually(t, "the end", c.isClosed)
-			evs, _ := c.snapshot()
-			if d := describe(evs); d != "MODIFIED@101 MODIFIED@102" {
+			if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102" {
 				t.Errorf("caller saw %q: a give-up on 503s to the reopen is a clean close", d)
 			}
 			ws := srv.watches()
-			after := 0
-			for _, q := range ws {
-				if !q.at.Before(breakAt) {
-					after++
-				}
-			}
-			o := w.obs.snapshot()
-			if len(o.giveUps) != 1 {
-				t.Fatalf("give-ups %+v", o.giveUps)
-			}
-			g := o.giveUps[0]
+			after := since(ws, breakAt)
+			g := w.obs.onlyGiveUp(t)
 			lastAt := ws[len(ws)-1].at.Sub(breakAt)
 			if g.Attempts != after || g.Elapsed > 31*time.Second+lastAt-lastAt+30*time.Second || g.Elapsed < 30*time.Second-time.Second {
 				t.Errorf("give-up %+v; %d attempts since the new break, the last %v after it", g, after, lastAt)
@@ -307,7 +254,7 @@ func TestWatchQuietShorterThanWindowSameRun(t *testing.T) {
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 		switch q.n {
 		case 1:
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+			return openStream(mediaJSON, 100, 102)
 		case 2:
 			return watchAnswer{code: 503}
 		case 3:
@@ -315,20 +262,14 @@ func TestWatchQuietShorterThanWindowSameRun(t *testing.T) {
 		}
 		return watchAnswer{code: 503}
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	first := w.clk.Now()
 	srv.cutStaying()
-	eventually(t, "the quiet stream", func() bool { return len(srv.watches()) == 3 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+	srv.waitQuiet(t, 3)
 	w.clk.advance(20 * time.Second)
 	srv.cutStaying()
-	eventually(t, "the end", c.isClosed)
+	c.waitClosed(t)
 	ws := srv.watches()
 	if end := ws[len(ws)-1].at.Sub(first); end > 31*time.Second {
 		t.Errorf("last attempt %v after the first break of the run: the window is 30s from it", end)
@@ -341,21 +282,13 @@ func TestWatchGiveUpRefusedIsCleanClose(t *testing.T) {
 	w := newWorld(t)
 	var srv *watchServer
 	srv = newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-		return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+		return openStream(mediaJSON, 100, 102)
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	srv.ln.Close()
 	srv.cutStaying()
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102" {
+	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102" {
 		t.Errorf("caller saw %q", d)
 	}
 	o := w.obs.snapshot()

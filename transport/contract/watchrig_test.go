@@ -12,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kretry/kretry/transport"
 )
 
 // watchAnswer is how the raw server answers one watch request.
@@ -176,6 +179,17 @@ func (s *watchServer) cutStaying() {
 	s.mu.Unlock()
 }
 
+// quiet reports whether one stream is open and none of kretry's attempts
+// waits for an answer: the watch is up, and nothing moves on it.
+func (s *watchServer) quiet() bool { return s.stayingNow() == 1 && s.clk.inflight.Load() == 0 }
+
+// waitQuiet waits until the server has had n watches and the last is up,
+// quiet.
+func (s *watchServer) waitQuiet(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, "the quiet stream", func() bool { return len(s.watches()) == n && s.quiet() })
+}
+
 // stayingNow is how many streams are open (a 200 sent, not cut).
 func (s *watchServer) stayingNow() int {
 	s.mu.Lock()
@@ -202,8 +216,26 @@ func events(media string, from, to int) []byte {
 	return b
 }
 
+// openStream is a 200 that sends the MODIFIED events of pod "p" at
+// from+1..to in media, then stays open.
+func openStream(media string, from, to int) watchAnswer {
+	return watchAnswer{stream: events(media, from, to), cut: -1}
+}
+
 func errorEvent(media string, code int, msg string) []byte {
 	return event(media, "ERROR", status(code, reasonOf(code), msg))
+}
+
+// watchPods watches the pods of "ns" through cs with opts, collecting what
+// the watch delivers; the watch is stopped when the test ends.
+func watchPods(t *testing.T, cs kubernetes.Interface, opts metav1.ListOptions) *collector {
+	t.Helper()
+	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wi.Stop)
+	return collect(wi)
 }
 
 // collector gathers what a watch.Interface delivers.
@@ -244,6 +276,30 @@ func (c *collector) isClosed() bool {
 	return closed
 }
 
+// waitCount waits until the caller has had exactly n events.
+func (c *collector) waitCount(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d events", n), func() bool { return c.count() == n })
+}
+
+// eventsOrEnd waits until the caller has had n events or the watch has
+// ended, and returns the events it has.
+func (c *collector) eventsOrEnd(t *testing.T, n int) []watch.Event {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d events", n), func() bool { return c.count() >= n || c.isClosed() })
+	evs, _ := c.snapshot()
+	return evs
+}
+
+// waitClosed waits until the watch ends and returns every event the caller
+// had.
+func (c *collector) waitClosed(t *testing.T) []watch.Event {
+	t.Helper()
+	eventually(t, "the end", c.isClosed)
+	evs, _ := c.snapshot()
+	return evs
+}
+
 // describe is the caller's events in short: MODIFIED@101 ERROR:500 ...
 func describe(evs []watch.Event) string {
 	var parts []string
@@ -270,6 +326,38 @@ func rvs(evs []watch.Event) []int {
 		}
 	}
 	return out
+}
+
+// since is how many of the requests arrived at or after at.
+func since(reqs []rawReq, at time.Time) int {
+	n := 0
+	for _, q := range reqs {
+		if !q.at.Before(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// timeoutTrail is each request's timeoutSeconds and its arrival after
+// start: ["60@0s", "50@10s", ...].
+func timeoutTrail(reqs []rawReq, start time.Time) []string {
+	var out []string
+	for _, q := range reqs {
+		out = append(out, q.q("timeoutSeconds")+"@"+q.at.Sub(start).String())
+	}
+	return out
+}
+
+// onlyGiveUp is the one give-up kretry reported; the test ends unless
+// there is exactly one.
+func (o *observer) onlyGiveUp(t *testing.T) transport.GiveUpEvent {
+	t.Helper()
+	s := o.snapshot()
+	if len(s.giveUps) != 1 {
+		t.Fatalf("give-ups %+v", s.giveUps)
+	}
+	return s.giveUps[0]
 }
 
 func seq(from, to int) []int {
