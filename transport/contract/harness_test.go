@@ -84,35 +84,30 @@ type observer struct {
 	initial     []transport.InitialStateEvent
 }
 
-func (o *observer) ObserveAttempt(e transport.AttemptEvent) {
+// record runs f, which appends an event, under the observer's lock.
+func (o *observer) record(f func()) {
 	o.mu.Lock()
-	o.attempts = append(o.attempts, e)
+	f()
 	o.mu.Unlock()
+}
+
+func (o *observer) ObserveAttempt(e transport.AttemptEvent) {
+	o.record(func() { o.attempts = append(o.attempts, e) })
 }
 func (o *observer) ObserveRetry(e transport.RetryEvent) {
-	o.mu.Lock()
-	o.retries = append(o.retries, e)
-	o.mu.Unlock()
+	o.record(func() { o.retries = append(o.retries, e) })
 }
 func (o *observer) ObserveGiveUp(e transport.GiveUpEvent) {
-	o.mu.Lock()
-	o.giveUps = append(o.giveUps, e)
-	o.mu.Unlock()
+	o.record(func() { o.giveUps = append(o.giveUps, e) })
 }
 func (o *observer) ObserveBudgetRefusal(e transport.BudgetEvent) {
-	o.mu.Lock()
-	o.refusals = append(o.refusals, e)
-	o.mu.Unlock()
+	o.record(func() { o.refusals = append(o.refusals, e) })
 }
 func (o *observer) ObserveListResume(e transport.ListResumeEvent) {
-	o.mu.Lock()
-	o.listResumes = append(o.listResumes, e)
-	o.mu.Unlock()
+	o.record(func() { o.listResumes = append(o.listResumes, e) })
 }
 func (o *observer) ObserveInitialState(e transport.InitialStateEvent) {
-	o.mu.Lock()
-	o.initial = append(o.initial, e)
-	o.mu.Unlock()
+	o.record(func() { o.initial = append(o.initial, e) })
 }
 
 func (o *observer) String() string {
