@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -177,9 +176,7 @@ func TestWithoutRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := collect(wi)
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
+	evs := collect(wi).waitClosed(t)
 	if len(srv.requests()) != 2 {
 		t.Errorf("%d requests, want 2 (no retry, no resume); caller saw %s", len(srv.requests()), describe(evs))
 	}
@@ -239,9 +236,8 @@ func TestBudgetNotSpentByResumesAndNamedWaits(t *testing.T) {
 	w := newWorld(t)
 	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-		rv, _ := strconv.Atoi(q.q("resourceVersion"))
-		s := events(mediaJSON, rv, rv+2)
-		return watchAnswer{stream: s, cut: len(s) - 3, reset: rv%2 == 0}
+		s := events(mediaJSON, q.rv(), q.rv()+2)
+		return watchAnswer{stream: s, cut: len(s) - 3, reset: q.rv()%2 == 0}
 	}, func(c *rawConn, q rawReq) bool {
 		if q.n <= 5 {
 			return writeStatus(c, 429, metav1.StatusReasonTooManyRequests, "slow", "Retry-After", "2")
@@ -252,14 +248,7 @@ func TestBudgetNotSpentByResumesAndNamedWaits(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("ns").List(realCtx(t), metav1.ListOptions{}); err != nil {
 		t.Errorf("LIST: %v", err)
 	}
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "10 events", func() bool { return c.count() >= 10 || c.isClosed() })
-	evs, _ := c.snapshot()
+	evs := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "100"}).eventsOrEnd(t, 10)
 	if got := rvs(evs); len(got) < 10 || !slices.Equal(got[:10], seq(101, 110)) {
 		t.Errorf("caller saw %s", describe(evs))
 	}

@@ -86,23 +86,16 @@ func TestWatchGoAwaySpread(t *testing.T) {
 	w := newWorld(t)
 	w.kc.Rand = func() float64 { return 0.5 }
 	script := func(q h2Req) watchAnswer {
-		rv := q.url.Query().Get("resourceVersion")
-		if rv == "100" {
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+		if q.q("resourceVersion") == "100" {
+			return openStream(mediaJSON, 100, 102)
 		}
-		return watchAnswer{stream: events(mediaJSON, 102, 104), cut: -1}
+		return openStream(mediaJSON, 102, 104)
 	}
 	a := h2WatchServer(t, mediaJSON, script, nil)
 	b := h2WatchServer(t, mediaJSON, script, nil)
 	f := newFront(t, a.srv.Listener.Addr().String())
-	cs := w.clientset("https://"+f.ln.Addr().String(), a.caPEM, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset("https://"+f.ln.Addr().String(), a.caPEM, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	f.route(b.srv.Listener.Addr().String())
 	start := w.clk.Now()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +110,7 @@ func TestWatchGoAwaySpread(t *testing.T) {
 		t.Errorf("caller saw %s", describe(evs))
 	}
 	rb := b.requests()
-	if len(rb) != 1 || rb[0].url.Query().Get("resourceVersion") != "102" {
+	if len(rb) != 1 || rb[0].q("resourceVersion") != "102" {
 		t.Fatalf("B's requests %v", rb)
 	}
 	t.Logf("sleeps %v; %s", w.clk.sleepLog(), w.obs)

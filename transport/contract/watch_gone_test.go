@@ -3,7 +3,6 @@ package contract_test
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func TestWatch410ResumeHTTP1NeverPooled(t *testing.T) {
 			listBytes := listBody(mediaJSON, 200, 3)
 			srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 				if q.n == 1 {
-					return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+					return openStream(mediaJSON, 100, 102)
 				}
 				s := 105
 				if !sameS && q.n > 2 {
@@ -38,17 +37,10 @@ func TestWatch410ResumeHTTP1NeverPooled(t *testing.T) {
 				return writeBody(c, mediaJSON, listBytes, false, -1, false)
 			})
 			cs := w.clientset(srv.url(), nil, mediaJSON)
-			wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wi.Stop()
-			c := collect(wi)
-			eventually(t, "2 events", func() bool { return c.count() == 2 })
+			c := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "100"})
+			c.waitCount(t, 2)
 			srv.cutStaying()
-			eventually(t, "the end", c.isClosed)
-			evs, _ := c.snapshot()
-			if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
+			if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
 				t.Errorf("caller saw %q", d)
 			}
 			// the transport's next requests
@@ -97,7 +89,7 @@ func TestWatch410RealCompactionBound(t *testing.T) {
 	var firstGone time.Time
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 		if q.n == 1 {
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+			return openStream(mediaJSON, 100, 102)
 		}
 		a := watchAnswer{code: 410, body: tooOld(q.q("resourceVersion"), 105), keep: true}
 		if q.n == 2 {
@@ -107,14 +99,8 @@ func TestWatch410RealCompactionBound(t *testing.T) {
 		}
 		return a
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	w.clk.mu.Lock()
 	w.clk.manual = true
 	w.clk.mu.Unlock()
@@ -136,9 +122,7 @@ func TestWatch410RealCompactionBound(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
+	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
 		t.Errorf("caller saw %q", d)
 	}
 	if late := w.clk.Now().Sub(firstGone); late > 3*time.Second+500*time.Millisecond {
@@ -151,18 +135,11 @@ func TestWatch410RealCompactionBound(t *testing.T) {
 func TestWatchResumeAsksCloseEvenWhenAnswered200(t *testing.T) {
 	w := newWorld(t)
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-		rv, _ := strconv.Atoi(q.q("resourceVersion"))
-		return watchAnswer{stream: events(mediaJSON, rv, rv+2), cut: -1}
+		return openStream(mediaJSON, q.rv(), q.rv()+2)
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
 	for i := 1; i <= 3; i++ {
-		eventually(t, "events", func() bool { return c.count() == 2*i && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+		eventually(t, "events", func() bool { return c.count() == 2*i && srv.quiet() })
 		srv.cutStaying()
 	}
 	eventually(t, "events", func() bool { return c.count() == 8 })

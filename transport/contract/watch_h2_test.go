@@ -1,8 +1,6 @@
 package contract_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"net/http"
 	"strconv"
 	"testing"
@@ -54,16 +52,14 @@ func TestWatch410SearchHTTP2KeepsOtherIdleConns(t *testing.T) {
 	a := h2WatchServer(t, mediaJSON, func(q h2Req) watchAnswer {
 		switch {
 		case q.n == 1:
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+			return openStream(mediaJSON, 100, 102)
 		case q.n <= 3:
-			return watchAnswer{code: 410, body: tooOld(q.url.Query().Get("resourceVersion"), 105)}
+			return watchAnswer{code: 410, body: tooOld(q.q("resourceVersion"), 105)}
 		}
-		return watchAnswer{code: 410, body: tooOld(q.url.Query().Get("resourceVersion"), 106)}
+		return watchAnswer{code: 410, body: tooOld(q.q("resourceVersion"), 106)}
 	}, nil)
 	b := h2WatchServer(t, mediaJSON, nil, listBody(mediaJSON, 300, 2))
-	pool := x509.NewCertPool()
-	pool.AddCert(a.srv.Certificate())
-	base := utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	base := utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: a.clientTLS()})
 	mk := func(host string) *kubernetes.Clientset {
 		cfg := w.restConfig(host, nil, mediaJSON)
 		cfg.Transport = base
@@ -77,17 +73,10 @@ func TestWatch410SearchHTTP2KeepsOtherIdleConns(t *testing.T) {
 	if _, err := csB.CoreV1().Pods("ns").List(realCtx(t), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wi, err := csA.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, csA, metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	a.srv.CloseClientConnections()
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
+	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
 		t.Errorf("caller saw %q; %s", d, w.obs)
 	}
 	if _, err := csB.CoreV1().Pods("ns").List(realCtx(t), metav1.ListOptions{}); err != nil {
@@ -118,37 +107,27 @@ func TestWatch410SearchHTTP2KeepsOtherIdleConns(t *testing.T) {
 func TestWatch410SearchHTTP2OtherStreamSurvives(t *testing.T) {
 	w := newWorld(t)
 	a := h2WatchServer(t, mediaJSON, func(q h2Req) watchAnswer {
-		rv := q.url.Query().Get("resourceVersion")
-		if q.url.Query().Get("labelSelector") == "second" {
-			return watchAnswer{stream: events(mediaJSON, 500, 501), cut: -1}
+		rv := q.q("resourceVersion")
+		if q.q("labelSelector") == "second" {
+			return openStream(mediaJSON, 500, 501)
 		}
 		if rv == "100" {
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+			return openStream(mediaJSON, 100, 102)
 		}
 		return watchAnswer{code: 410, body: tooOld(rv, 105+q.n)}
 	}, nil)
 	cs := w.clientset(a.srv.URL, a.caPEM, mediaJSON)
-	w2, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "500", LabelSelector: "second"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w2.Stop()
-	c2 := collect(w2)
+	c2 := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "500", LabelSelector: "second"})
 	eventually(t, "the second watch's event", func() bool { return c2.count() == 1 })
-	w1, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w1.Stop()
-	c1 := collect(w1)
-	eventually(t, "2 events", func() bool { return c1.count() == 2 })
+	c1 := watchPods(t, cs, metav1.ListOptions{ResourceVersion: "100"})
+	c1.waitCount(t, 2)
 	a.srv.CloseClientConnections()
 	eventually(t, "the end of watch 1", c1.isClosed)
 	// watch 2 lost its connection too (the server closed it); it is resumed
 	eventually(t, "watch 2 resumed", func() bool {
 		n := 0
 		for _, q := range a.requests() {
-			if q.url.Query().Get("labelSelector") == "second" {
+			if q.q("labelSelector") == "second" {
 				n++
 			}
 		}
@@ -156,9 +135,9 @@ func TestWatch410SearchHTTP2OtherStreamSurvives(t *testing.T) {
 	})
 	var w2resume, gone h2Req
 	for _, q := range a.requests() {
-		if q.url.Query().Get("labelSelector") == "second" {
+		if q.q("labelSelector") == "second" {
 			w2resume = q
-		} else if q.url.Query().Get("resourceVersion") == "102" && gone.n == 0 {
+		} else if q.q("resourceVersion") == "102" && gone.n == 0 {
 			gone = q
 		}
 	}

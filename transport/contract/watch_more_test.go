@@ -3,7 +3,6 @@ package contract_test
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -33,11 +32,7 @@ func TestWatchDeadlineBeforeFirst200(t *testing.T) {
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("error %v, want the 503", err)
 	}
-	var got []string
-	start := srv.watches()[0].at
-	for _, q := range srv.watches() {
-		got = append(got, q.q("timeoutSeconds")+"@"+q.at.Sub(start).String())
-	}
+	got := timeoutTrail(srv.watches(), srv.watches()[0].at)
 	// the larger of the backoff and Retry-After: 1s, then 1.6s; then a
 	// 3.2s wait would end at 5.8s: not waited
 	want := []string{"5@0s", "4@1s", "3@2.6s"}
@@ -52,23 +47,16 @@ func TestWatchDeadlineBeforeFirst200(t *testing.T) {
 func TestWatchCleanEndBeforeAndAtDeadline(t *testing.T) {
 	w := newWorld(t)
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-		rv, _ := strconv.Atoi(q.q("resourceVersion"))
-		return watchAnswer{stream: events(mediaJSON, rv, rv+1), cut: -1}
+		return openStream(mediaJSON, q.rv(), q.rv()+1)
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(10))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "1 event", func() bool { return c.count() == 1 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: ptr(int64(10))})
+	eventually(t, "1 event", func() bool { return c.count() == 1 && srv.quiet() })
 	w.clk.advance(4 * time.Second)
 	srv.cutStaying() // a clean close of the connection: EOF without the last chunk
-	eventually(t, "the resume", func() bool { return c.count() == 2 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+	eventually(t, "the resume", func() bool { return c.count() == 2 && srv.quiet() })
 	w.clk.advance(6 * time.Second)
 	srv.cutStaying()
-	eventually(t, "the end", c.isClosed)
+	c.waitClosed(t)
 	ws := srv.watches()
 	var got []string
 	for _, q := range ws {
@@ -89,18 +77,10 @@ func TestWatchErrorEvent429RetryAfterSeconds(t *testing.T) {
 		if q.n == 1 {
 			return watchAnswer{stream: append(events(mediaJSON, 100, 101), event(mediaJSON, "ERROR", st)...), cut: -1, end: true}
 		}
-		return watchAnswer{stream: events(mediaJSON, 101, 103), cut: -1}
+		return openStream(mediaJSON, 101, 103)
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "3 events", func() bool { return c.count() >= 3 || c.isClosed() })
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 MODIFIED@103" {
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	if d := describe(c.eventsOrEnd(t, 3)); d != "MODIFIED@101 MODIFIED@102 MODIFIED@103" {
 		t.Errorf("caller saw %q", d)
 	}
 	if g := gaps(srv.watches()); len(g) != 1 || g[0] != 9*time.Second {
@@ -115,22 +95,14 @@ func TestWatch410ResumeProtobufErrorFrame(t *testing.T) {
 	w := newWorld(t)
 	srv := newWatchServer(t, w, mediaProtobuf, func(q rawReq) watchAnswer {
 		if q.n == 1 {
-			return watchAnswer{stream: events(mediaProtobuf, 100, 102), cut: -1}
+			return openStream(mediaProtobuf, 100, 102)
 		}
 		return watchAnswer{code: 410, body: tooOld(q.q("resourceVersion"), 200+q.n)}
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaProtobuf)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaProtobuf), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	srv.cutStaying()
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
+	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:410" {
 		t.Errorf("caller saw %q", d)
 	}
 }
@@ -150,7 +122,7 @@ func TestWatchBackoffAfterQuiet(t *testing.T) {
 			srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 				switch {
 				case q.n == 1:
-					return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+					return openStream(mediaJSON, 100, 102)
 				case q.n <= 4: // 0.8s, 1.6s, 3.2s
 					return watchAnswer{code: 503}
 				case q.n == 5:
@@ -158,18 +130,12 @@ func TestWatchBackoffAfterQuiet(t *testing.T) {
 				case q.n == 6:
 					return watchAnswer{code: 503}
 				}
-				return watchAnswer{stream: events(mediaJSON, 102, 103), cut: -1}
+				return openStream(mediaJSON, 102, 103)
 			}, nil)
-			cs := w.clientset(srv.url(), nil, mediaJSON)
-			wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wi.Stop()
-			c := collect(wi)
-			eventually(t, "2 events", func() bool { return c.count() == 2 })
+			c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+			c.waitCount(t, 2)
 			srv.cutStaying()
-			eventually(t, "the quiet stream", func() bool { return len(srv.watches()) == 5 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0 })
+			srv.waitQuiet(t, 5)
 			w.clk.advance(tc.quiet)
 			srv.cutStaying()
 			eventually(t, "event 103", func() bool { return c.count() == 3 })
@@ -196,45 +162,26 @@ func TestWatchErrorEventsFreshRunAfterQuiet(t *testing.T) {
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 		switch q.n {
 		case 1:
-			return watchAnswer{stream: events(mediaJSON, 100, 102), cut: -1}
+			return openStream(mediaJSON, 100, 102)
 		case 3:
 			return watchAnswer{cut: -1} // up, quiet
 		}
 		return watchAnswer{stream: errorEvent(mediaJSON, 500, "etcdserver: leader changed"), cut: -1, end: true}
 	}, nil)
-	cs := w.clientset(srv.url(), nil, mediaJSON)
-	wi, err := cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wi.Stop()
-	c := collect(wi)
-	eventually(t, "2 events", func() bool { return c.count() == 2 })
+	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
+	c.waitCount(t, 2)
 	srv.cutStaying()
-	eventually(t, "the quiet stream", func() bool {
-		return len(srv.watches()) == 3 && srv.stayingNow() == 1 && w.clk.inflight.Load() == 0
-	})
+	srv.waitQuiet(t, 3)
 	w.clk.advance(40 * time.Second)
 	breakAt := w.clk.Now()
 	srv.cutStaying()
-	eventually(t, "the end", c.isClosed)
-	evs, _ := c.snapshot()
-	if d := describe(evs); d != "MODIFIED@101 MODIFIED@102 ERROR:500" {
+	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102 ERROR:500" {
 		t.Errorf("caller saw %q", d)
 	}
 	ws := srv.watches()
-	after := 0
-	for _, q := range ws {
-		if !q.at.Before(breakAt) {
-			after++
-		}
-	}
+	after := since(ws, breakAt)
 	last := ws[len(ws)-1].at.Sub(breakAt)
-	o := w.obs.snapshot()
-	if len(o.giveUps) != 1 {
-		t.Fatalf("give-ups %+v", o.giveUps)
-	}
-	g := o.giveUps[0]
+	g := w.obs.onlyGiveUp(t)
 	t.Logf("%d attempts after the break, the last %v after it; give-up %+v", after, last, g)
 	if last < 29*time.Second {
 		t.Errorf("the ERROR was delivered %v after the new break: the window was not fresh", last)
