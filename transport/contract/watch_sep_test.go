@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// watchPath is a raw client's watch of the pods of "ns" from
+// resourceVersion 100.
+const watchPath = "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100"
 
 // watchHead is a 200 to a JSON watch, chunked.
 func watchHead(ctype string) []byte { return head(200, ctype, -1) }
@@ -135,7 +138,7 @@ func newSepScenarioVia(t *testing.T, bufSize int, viaKretry bool) *sepScenario {
 	if !viaKretry {
 		client = &http.Client{Transport: plainBase()}
 	}
-	resp, err := client.Get(s.srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
+	resp, err := client.Get(s.srv.url() + watchPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,96 +208,30 @@ func (s *sepScenario) expect(what string, want []byte) {
 }
 
 func separatorTest(t *testing.T, sep string, bufSize int, pieces bool) {
-	w := newWorld(t)
-	step := make(chan string) // the test tells the server what to send next
-	srv := newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
-		if err := c.send(watchHead(mediaJSON)); err != nil {
-			return false
-		}
-		for {
-			select {
-			case s := <-step:
-				if s == "cut" {
-					c.Close()
-					return false
-				}
-				if err := c.send(chunk([]byte(s))); err != nil {
-					return false
-				}
-			case <-time.After(hang):
-				return false
-			}
-		}
-	})
-	resp, err := w.httpClient(plainBase()).Get(srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got := make(chan byte, 1<<16)
-	readErr := make(chan error, 1)
-	go func() {
-		buf := make([]byte, bufSize)
-		for {
-			n, err := resp.Body.Read(buf)
-			for _, b := range buf[:n] {
-				got <- b
-			}
-			if err != nil {
-				readErr <- err
-				return
-			}
-		}
-	}()
-	var all []byte
-	expect := func(what string, want []byte) {
-		t.Helper()
-		var have []byte
-		timeout := time.NewTimer(10 * time.Second)
-		defer timeout.Stop()
-		for len(have) < len(want) {
-			select {
-			case b := <-got:
-				have = append(have, b)
-			case err := <-readErr:
-				t.Fatalf("%s: read ended with %v after %q", what, err, have)
-			case <-timeout.C:
-				t.Fatalf("%s: the caller has %q of %q and nothing more arrives (held back until the next event?)", what, have, want)
-			}
-		}
-		if !bytes.Equal(have, want) {
-			t.Fatalf("%s: caller read %q, want %q", what, have, want)
-		}
-		all = append(all, have...)
-	}
-	send := func(parts ...string) {
-		for _, p := range parts {
-			step <- p
-		}
-	}
+	s := newSepScenario(t, bufSize)
 	e1, e2, e3 := jsonEvent("ADDED", pod("a", 101)), jsonEvent("MODIFIED", pod("a", 102)), jsonEvent("MODIFIED", pod("a", 103))
-	send(string(e1))
-	expect("event 1", e1)
+	s.send(string(e1))
+	s.expect("event 1", e1)
 	if pieces {
 		for i := 0; i < len(sep); i++ {
-			send(sep[i : i+1])
+			s.send(sep[i : i+1])
 		}
 	} else {
-		send(sep)
+		s.send(sep)
 	}
-	expect("separator 1", []byte(sep))
-	send(string(e2) + sep)
-	expect("event 2 and separator", append(append([]byte{}, e2...), sep...))
+	s.expect("separator 1", []byte(sep))
+	s.send(string(e2) + sep)
+	s.expect("event 2 and separator", append(append([]byte{}, e2...), sep...))
 	// a cut after a whole event and its separator: resumed at 102
-	send("cut")
-	eventually(t, "the resume", func() bool { return len(srv.requests()) == 2 })
-	if r := srv.requests()[1]; r.q("resourceVersion") != "102" {
+	s.send("cut")
+	eventually(t, "the resume", func() bool { return len(s.srv.requests()) == 2 })
+	if r := s.srv.requests()[1]; r.q("resourceVersion") != "102" {
 		t.Errorf("resume asked %q", r.url.RawQuery)
 	}
-	send(string(e3))
-	expect("event 3", e3)
-	send(sep)
-	expect("separator 3", []byte(sep))
+	s.send(string(e3))
+	s.expect("event 3", e3)
+	s.send(sep)
+	s.expect("separator 3", []byte(sep))
 }
 
 // TestWatchBytesAcrossCuts: a raw JSON watch cut at every offset of its
@@ -314,13 +251,9 @@ func TestWatchBytesAcrossCuts(t *testing.T) {
 			if q.n == 1 {
 				return watchAnswer{stream: stream, cut: cut}
 			}
-			rv, _ := strconv.Atoi(q.q("resourceVersion"))
-			return watchAnswer{stream: events(mediaJSON, rv, 105), cut: -1}
+			return openStream(mediaJSON, q.rv(), 105)
 		}, nil)
-		resp, err := w.httpClient(plainBase()).Get(srv.url() + "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=100")
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := w.get(plainBase(), srv.url()+watchPath)
 		var got []byte
 		buf := make([]byte, 333)
 		for bytes.Count(got, []byte(`"type"`)) < 5 {
