@@ -196,16 +196,10 @@ func TestRetryBudgetBoundsAFleetOf503s(t *testing.T) {
 		return writeStatus(c, 503, metav1.StatusReasonServiceUnavailable, "down")
 	})
 	cs := w.clientset(srv.url(), nil, mediaJSON)
-	var wg sync.WaitGroup
-	errs := make([]error, 100)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = cs.CoreV1().Pods(fmt.Sprint("ns-", i)).List(realCtx(t), metav1.ListOptions{})
-		}()
-	}
-	wg.Wait()
+	errs := allAtOnce(100, func(i int) error {
+		_, err := cs.CoreV1().Pods(fmt.Sprint("ns-", i)).List(realCtx(t), metav1.ListOptions{})
+		return err
+	})
 	for i, err := range errs {
 		if !apierrors.IsServiceUnavailable(err) {
 			t.Errorf("LIST %d: %v", i, err)
@@ -234,7 +228,7 @@ func TestRetryBudgetBoundsAFleetOf503s(t *testing.T) {
 // 429 with Retry-After five times is still retried: neither spends it.
 func TestBudgetNotSpentByResumesAndNamedWaits(t *testing.T) {
 	w := newWorld(t)
-	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
+	w.kc.RetryBudget = budgetAllowsNothing
 	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
 		s := events(mediaJSON, q.rv(), q.rv()+2)
 		return watchAnswer{stream: s, cut: len(s) - 3, reset: q.rv()%2 == 0}

@@ -58,6 +58,22 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// allAtOnce runs f(0) .. f(n-1), each in its own goroutine, and returns
+// their errors by i once all have returned.
+func allAtOnce(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
 // ---- tap and observer -----------------------------------------------------
 
 // tap sits below kretry: it counts attempts waiting for their answers (for
@@ -134,6 +150,9 @@ type world struct {
 	obs *observer
 	kc  transport.Config
 }
+
+// budgetAllowsNothing is a retry budget that refuses every retry it counts.
+var budgetAllowsNothing = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
 
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, clk: newVClock(), obs: &observer{}}

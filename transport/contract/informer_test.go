@@ -89,7 +89,7 @@ func TestInformerCutsNoRelist(t *testing.T) {
 			w := newWorld(t)
 			const last = 130
 			srv := newWatchServer(t, w, media, func(q rawReq) watchAnswer {
-				rv, _ := strconv.Atoi(q.q("resourceVersion"))
+				rv := q.rv()
 				s := events(media, rv, min(rv+7, last))
 				if rv+7 >= last {
 					return watchAnswer{stream: s, cut: -1}
@@ -131,9 +131,9 @@ func TestInformerErrorEvent500Relists(t *testing.T) {
 		mu.Lock()
 		ok := healthy
 		mu.Unlock()
-		rv, _ := strconv.Atoi(q.q("resourceVersion"))
+		rv := q.rv()
 		if ok {
-			return watchAnswer{stream: events(mediaJSON, rv, 105), cut: -1}
+			return openStream(mediaJSON, rv, 105)
 		}
 		s := errorEvent(mediaJSON, 500, "etcdserver: leader changed")
 		if rv == 100 {
@@ -181,7 +181,7 @@ func TestInformerReopenThrottledAndUnavailable(t *testing.T) {
 	w := newWorld(t)
 	var n atomic.Int64
 	srv := newWatchServer(t, w, mediaProtobuf, func(q rawReq) watchAnswer {
-		rv, _ := strconv.Atoi(q.q("resourceVersion"))
+		rv := q.rv()
 		switch n.Add(1) % 4 {
 		case 1:
 			s := events(mediaProtobuf, rv, rv+3)
@@ -191,7 +191,7 @@ func TestInformerReopenThrottledAndUnavailable(t *testing.T) {
 		case 3:
 			return watchAnswer{code: 429, extra: []string{"Retry-After", "3"}}
 		}
-		return watchAnswer{stream: events(mediaProtobuf, rv, 112), cut: -1}
+		return openStream(mediaProtobuf, rv, 112)
 	}, func(c *rawConn, q rawReq) bool {
 		return writeBody(c, mediaProtobuf, informerList(mediaProtobuf), false, -1, false)
 	})

@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kretry/kretry/transport"
 )
 
 // TestList50ConcurrentCuts: 50 LISTs at once through one Clientset, each
@@ -45,7 +43,7 @@ func TestList50ConcurrentCuts(t *testing.T) {
 	}
 	w := newWorld(t)
 	w.clk.frozen = true
-	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
+	w.kc.RetryBudget = budgetAllowsNothing
 	var mu sync.Mutex
 	seen := map[int][]rawReq{}
 	srv := newRawServer(t, w.clk, func(c *rawConn, q rawReq) bool {
@@ -64,29 +62,21 @@ func TestList50ConcurrentCuts(t *testing.T) {
 	})
 	cs := w.clientset(srv.url(), nil, mediaJSON)
 	ctx := realCtx(t)
-	errs := make([]error, lists)
-	var wg sync.WaitGroup
-	for i := 0; i < lists; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := cs.CoreV1().Pods(fmt.Sprintf("ns-%d", i)).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			want := podList(plans[i].rv, 0)
-			if l.ResourceVersion != want.ResourceVersion || string(mustJSON(l)) == "" {
-				errs[i] = fmt.Errorf("rv %s", l.ResourceVersion)
-				return
-			}
-			// re-encode and compare with what the server held
-			if got, wantB := len(l.Items), strings.Count(string(plans[i].body), `"kind":"Pod"`); got != wantB {
-				errs[i] = fmt.Errorf("%d items, want %d", got, wantB)
-			}
-		}()
-	}
-	wg.Wait()
+	errs := allAtOnce(lists, func(i int) error {
+		l, err := cs.CoreV1().Pods(fmt.Sprintf("ns-%d", i)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		want := podList(plans[i].rv, 0)
+		if l.ResourceVersion != want.ResourceVersion || string(mustJSON(l)) == "" {
+			return fmt.Errorf("rv %s", l.ResourceVersion)
+		}
+		// re-encode and compare with what the server held
+		if got, wantB := len(l.Items), strings.Count(string(plans[i].body), `"kind":"Pod"`); got != wantB {
+			return fmt.Errorf("%d items, want %d", got, wantB)
+		}
+		return nil
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("list %d (cuts %v): %v", i, plans[i].cuts, err)
@@ -158,23 +148,16 @@ func TestList50ConcurrentCutsHTTP2(t *testing.T) {
 	})
 	w := newWorld(t)
 	w.clk.frozen = true
-	w.kc.RetryBudget = transport.RetryBudget{Ratio: 1e-9, MinPerSecond: 1e-9}
+	w.kc.RetryBudget = budgetAllowsNothing
 	cs := w.clientset(srv.srv.URL, srv.caPEM, mediaProtobuf)
 	ctx := realCtx(t)
-	errs := make([]error, lists)
-	var wg sync.WaitGroup
-	for i := 0; i < lists; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := cs.CoreV1().Pods(fmt.Sprintf("ns-%d", i)).List(ctx, metav1.ListOptions{})
-			if err == nil && (l.ResourceVersion != fmt.Sprint(plans[i].rv) || !bytes.Equal(protoEncode(l), plans[i].body)) {
-				err = fmt.Errorf("the list differs from the server's")
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
+	errs := allAtOnce(lists, func(i int) error {
+		l, err := cs.CoreV1().Pods(fmt.Sprintf("ns-%d", i)).List(ctx, metav1.ListOptions{})
+		if err == nil && (l.ResourceVersion != fmt.Sprint(plans[i].rv) || !bytes.Equal(protoEncode(l), plans[i].body)) {
+			err = fmt.Errorf("the list differs from the server's")
+		}
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("list %d (cuts %v): %v", i, plans[i].cuts, err)

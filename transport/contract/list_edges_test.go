@@ -29,10 +29,7 @@ func TestListChunkedCutAfterLastByte(t *testing.T) {
 			}
 			return writeBody(c, mediaJSON, body, resumedChunked, -1, false)
 		})
-		resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := w.get(plainBase(), srv.url()+listPath)
 		got, err := readAll(resp.Body)
 		resp.Body.Close()
 		if err != nil || !bytes.Equal(got, body) {
@@ -85,11 +82,7 @@ func TestListResumeSilentIsBounded(t *testing.T) {
 		c.Conn.Read(b) // until the client leaves
 		return false
 	})
-	resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := w.get(plainBase(), srv.url()+listPath)
 	done := make(chan error, 1)
 	go func() {
 		_, err := readAll(resp.Body)

@@ -3,8 +3,6 @@ package contract_test
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -32,11 +30,7 @@ func h2ListServer(t *testing.T, ctype string, body []byte, plans ...h2Plan) *h2S
 			b = p.body
 		}
 		if p.gzip && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-			var z bytes.Buffer
-			zw := gzip.NewWriter(&z)
-			zw.Write(b)
-			zw.Close()
-			b = z.Bytes()
+			b = gzipped(b)
 			w.Header().Set("Content-Encoding", "gzip")
 		}
 		w.Header().Set("Content-Type", ctype)
@@ -59,10 +53,17 @@ func h2ListServer(t *testing.T, ctype string, body []byte, plans ...h2Plan) *h2S
 	})
 }
 
+// gzipped is b gzip-compressed.
+func gzipped(b []byte) []byte {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b)
+	zw.Close()
+	return z.Bytes()
+}
+
 func h2Base(s *h2Server) *http.Transport {
-	pool := x509.NewCertPool()
-	pool.AddCert(s.srv.Certificate())
-	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	return &http.Transport{TLSClientConfig: s.clientTLS(), ForceAttemptHTTP2: true}
 }
 
 // TestListHTTP2MixedFraming: HTTP/2 LIST bodies with and without a declared
@@ -77,11 +78,7 @@ func TestListHTTP2MixedFraming(t *testing.T) {
 				t.Run(fmt.Sprintf("declare%v-then-%v/cut%d", d1, d2, cut), func(t *testing.T) {
 					w := newWorld(t)
 					srv := h2ListServer(t, mediaJSON, body, h2Plan{declare: d1, cut: cut}, h2Plan{declare: d2, cut: -1})
-					resp, err := w.httpClient(h2Base(srv)).Get(srv.srv.URL + listPath)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer resp.Body.Close()
+					resp := w.get(h2Base(srv), srv.srv.URL+listPath)
 					if resp.ProtoMajor != 2 {
 						t.Fatalf("proto %d", resp.ProtoMajor)
 					}
@@ -134,7 +131,7 @@ func TestListHTTP2ClientsetProtobuf(t *testing.T) {
 		t.Errorf("server asked %d times, want 4", len(reqs))
 	}
 	for _, r := range reqs[1:] {
-		if r.url.Query().Get("resourceVersion") != "5000" || r.url.Query().Get("resourceVersionMatch") != "Exact" {
+		if r.q("resourceVersion") != "5000" || r.q("resourceVersionMatch") != "Exact" {
 			t.Errorf("resume asked %q", r.url.RawQuery)
 		}
 	}
@@ -145,21 +142,13 @@ func TestListHTTP2ClientsetProtobuf(t *testing.T) {
 // gzipped or not (the server's choice): the caller gets the list.
 func TestListGzipTransparent(t *testing.T) {
 	body := listBody(mediaJSON, 1000, 200)
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(body)
-	zw.Close()
-	zlen := z.Len()
+	zlen := len(gzipped(body))
 	for _, g2 := range []bool{true, false} {
 		for _, cut := range []int{zlen / 5, zlen / 2, zlen - 10} {
 			t.Run(fmt.Sprintf("resumedGzip%v/cut%d", g2, cut), func(t *testing.T) {
 				w := newWorld(t)
 				srv := h2ListServer(t, mediaJSON, body, h2Plan{gzip: true, cut: cut, declare: true}, h2Plan{gzip: g2, cut: -1, declare: !g2})
-				resp, err := w.httpClient(h2Base(srv)).Get(srv.srv.URL + listPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
+				resp := w.get(h2Base(srv), srv.srv.URL+listPath)
 				got, err := readAll(resp.Body)
 				if !bytes.HasPrefix(body, got) {
 					t.Fatalf("caller got bytes that are not the list's")
@@ -180,11 +169,8 @@ func TestListGzipTransparent(t *testing.T) {
 // compressed bytes of one answer.
 func TestListCallerDecodesGzip(t *testing.T) {
 	body := listBody(mediaJSON, 1000, 100)
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(body)
-	zw.Close()
-	for _, cut := range []int{5, z.Len() / 2, z.Len() - 1} {
+	z := gzipped(body)
+	for _, cut := range []int{5, len(z) / 2, len(z) - 1} {
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
 			w := newWorld(t)
 			srv := h2ListServer(t, mediaJSON, body, h2Plan{gzip: true, declare: true, cut: cut}, h2Plan{gzip: true, cut: -1})
@@ -196,11 +182,11 @@ func TestListCallerDecodesGzip(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			got, err := readAll(resp.Body)
-			if err != nil || !bytes.Equal(got, z.Bytes()) {
-				t.Fatalf("read %d of %d compressed bytes, err %v; %s", len(got), z.Len(), err, w.obs)
+			if err != nil || !bytes.Equal(got, z) {
+				t.Fatalf("read %d of %d compressed bytes, err %v; %s", len(got), len(z), err, w.obs)
 			}
-			if resp.ContentLength != -1 && resp.ContentLength != int64(z.Len()) {
-				t.Errorf("ContentLength %d, want %d or none", resp.ContentLength, z.Len())
+			if resp.ContentLength != -1 && resp.ContentLength != int64(len(z)) {
+				t.Errorf("ContentLength %d, want %d or none", resp.ContentLength, len(z))
 			}
 			if r := srv.requests(); len(r) != 2 || r[1].url.RawQuery != r[0].url.RawQuery {
 				t.Errorf("asked %d times; the retry must be the identical query", len(r))

@@ -86,11 +86,7 @@ func TestListCutAtManyOffsetsMixedFraming(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					w := newWorld(t)
 					srv := listServer(t, w, "application/json", body, answerPlan{f: f1, cut: cut}, answerPlan{f: f2, cut: -1})
-					resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer resp.Body.Close()
+					resp := w.get(plainBase(), srv.url()+listPath)
 					wantLen := int64(len(body))
 					if f1.chunked {
 						wantLen = -1
@@ -188,11 +184,7 @@ func TestListResumeDisagrees(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
 			srv := listServer(t, w, "application/json", body, tc.first, tc.resumed)
-			resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := w.get(plainBase(), srv.url()+listPath)
 			got, err := readAll(resp.Body)
 			if !bytes.HasPrefix(body, got) || len(got) > cut {
 				t.Errorf("caller got %d bytes (a prefix: %v), want at most the %d delivered", len(got), bytes.HasPrefix(body, got), cut)
@@ -216,11 +208,7 @@ func TestListResumedLongerThanDeclared(t *testing.T) {
 	longer := append(bytes.Clone(body), []byte("\n\n\n\n\n\n\n\n")...)
 	w := newWorld(t)
 	srv := listServer(t, w, "application/json", body, answerPlan{cut: cut}, answerPlan{f: framing{chunked: true}, cut: -1, body: longer})
-	resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := w.get(plainBase(), srv.url()+listPath)
 	got, err := readAll(resp.Body)
 	if int64(len(got)) > resp.ContentLength {
 		t.Errorf("caller's response declared %d and delivered %d (err %v)", resp.ContentLength, len(got), err)
@@ -248,11 +236,7 @@ func TestListResumeCutAgainMidSkip(t *testing.T) {
 	}
 	w := newWorld(t)
 	srv := listServer(t, w, "application/json", body, plans...)
-	resp, err := w.httpClient(plainBase()).Get(srv.url() + listPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := w.get(plainBase(), srv.url()+listPath)
 	if resp.ContentLength != -1 {
 		t.Errorf("ContentLength %d, want -1 as the first answer", resp.ContentLength)
 	}
