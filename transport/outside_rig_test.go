@@ -31,7 +31,7 @@ package transport_test
 // kretry's sleeps are what it asks of Config.Clock with NewTimer, After or
 // Sleep; its bounds, on what it has in flight, what it asks with AfterFunc.
 // A sleep asked while one of its attempts is on the wire unanswered
-// (rigTap counts them) is left alone like a bound. The autopilot assumes
+// (rig.inFlight counts them) is left alone like a bound. The autopilot assumes
 // one stream or request of kretry's at a time is waiting: several watches
 // of one test wait in step only under the test's own hand.
 
@@ -40,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -58,6 +57,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kretry/kretry/internal/harness/observe"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -92,8 +92,8 @@ type rig struct {
 	pilot   bool
 	wg      sync.WaitGroup
 
-	inFlight   atomic.Int64 // kretry's attempts waiting for their answers (rigTap)
-	requestSeq atomic.Int64 // the requests its apiservers received (rigRequest.seq)
+	inFlight   observe.InFlight // kretry's attempts waiting for their answers; each end pokes
+	requestSeq atomic.Int64     // the requests its apiservers received (rigRequest.seq)
 }
 
 // rigHold is something kretry waits on that only the rig's clock moves on:
@@ -115,7 +115,8 @@ type rigDial struct {
 func newRig(t *testing.T) *rig {
 	r := &rig{t: t, done: make(chan struct{}), signal: make(chan struct{}), reads: map[string]*atomic.Int64{}, pilot: true}
 	r.clock = newRigClock(r.poke)
-	r.obs = &rigObserver{poke: r.poke}
+	r.inFlight.OnDone = r.poke
+	r.obs = &rigObserver{observe.Recorder{OnEvent: r.poke}}
 	r.wg.Add(1)
 	go r.fly()
 	t.Cleanup(func() {
@@ -353,27 +354,10 @@ func (r *rig) restConfig(host string, kc transport.Config, media string) *rest.C
 	}
 	cfg.Dial = r.dial
 	kc.Clock, kc.Observer = r.clock, r.obs
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &rigTap{r: r, next: next} })
+	cfg.Wrap(r.inFlight.Wrap)
 	cfg.Wrap(transport.Wrapper(kc))
 	return cfg
 }
-
-// rigTap sits below kretry and counts its attempts still waiting for their
-// answer's headers.
-type rigTap struct {
-	r    *rig
-	next http.RoundTripper
-}
-
-func (t *rigTap) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.r.inFlight.Add(1)
-	defer func() { t.r.inFlight.Add(-1); t.r.poke() }()
-	return t.next.RoundTrip(req)
-}
-
-// WrappedRoundTripper lets kretry reach the transport below to close its
-// idle connections (k8s.io/apimachinery/pkg/util/net.CloseIdleConnectionsFor).
-func (t *rigTap) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // clientset is a Clientset over restConfig.
 func (r *rig) clientset(host string, kc transport.Config, media string) *kubernetes.Clientset {
@@ -409,55 +393,19 @@ func (r *rig) report() string {
 
 // ---- the observer -------------------------------------------------------
 
-// rigObserver records everything kretry tells its Observer.
-type rigObserver struct {
-	poke        func()
-	mu          sync.Mutex
-	attempts    []transport.AttemptEvent
-	retries     []transport.RetryEvent
-	giveUps     []transport.GiveUpEvent
-	refusals    []transport.BudgetEvent
-	listResumes []transport.ListResumeEvent
-	initial     []transport.InitialStateEvent
-}
+// rigObserver records everything kretry tells its Observer, and pokes the
+// rig on each event.
+type rigObserver struct{ observe.Recorder }
 
 var (
 	_ transport.ListResumeObserver   = (*rigObserver)(nil)
 	_ transport.InitialStateObserver = (*rigObserver)(nil)
 )
 
-func (o *rigObserver) record(f func()) {
-	o.mu.Lock()
-	f()
-	o.mu.Unlock()
-	o.poke()
-}
-
-func (o *rigObserver) ObserveAttempt(e transport.AttemptEvent) {
-	o.record(func() { o.attempts = append(o.attempts, e) })
-}
-func (o *rigObserver) ObserveRetry(e transport.RetryEvent) {
-	o.record(func() { o.retries = append(o.retries, e) })
-}
-func (o *rigObserver) ObserveGiveUp(e transport.GiveUpEvent) {
-	o.record(func() { o.giveUps = append(o.giveUps, e) })
-}
-func (o *rigObserver) ObserveBudgetRefusal(e transport.BudgetEvent) {
-	o.record(func() { o.refusals = append(o.refusals, e) })
-}
-func (o *rigObserver) ObserveListResume(e transport.ListResumeEvent) {
-	o.record(func() { o.listResumes = append(o.listResumes, e) })
-}
-func (o *rigObserver) ObserveInitialState(e transport.InitialStateEvent) {
-	o.record(func() { o.initial = append(o.initial, e) })
-}
-
 // retried is how many retries and resumes were for reason ("": any).
 func (o *rigObserver) retried(reason transport.Reason) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, e := range o.retries {
+	for _, e := range o.Events().Retries {
 		if reason == "" || e.Reason == reason {
 			n++
 		}
@@ -471,10 +419,8 @@ func (o *rigObserver) expired() int { return o.retried(transport.ReasonExpiredRe
 
 // initialFetches is how many initial-state fetches of verb were heard.
 func (o *rigObserver) initialFetches(verb transport.Verb) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, e := range o.initial {
+	for _, e := range o.Events().Initial {
 		if e.Verb == verb {
 			n++
 		}
@@ -484,24 +430,22 @@ func (o *rigObserver) initialFetches(verb transport.Verb) int {
 
 // total is how many events of any kind were heard.
 func (o *rigObserver) total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.attempts) + len(o.retries) + len(o.giveUps) + len(o.refusals) + len(o.listResumes) + len(o.initial)
+	ev := o.Events()
+	return len(ev.Attempts) + len(ev.Retries) + len(ev.GiveUps) + len(ev.Refusals) + len(ev.ListResumes) + len(ev.Initial)
 }
 
 func (o *rigObserver) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	ev := o.Events()
 	s := "retries ["
-	for _, e := range o.retries {
+	for _, e := range ev.Retries {
 		s += fmt.Sprintf(" %s/%s/%d wait %v", e.Verb, e.Reason, e.Code, e.Wait)
 	}
 	s += " ] give-ups ["
-	for _, g := range o.giveUps {
+	for _, g := range ev.GiveUps {
 		s += fmt.Sprintf(" %s/%s after %d attempts, %v", g.Reason, g.Verb, g.Attempts, g.Elapsed)
 	}
-	s += fmt.Sprintf(" ] budget refusals %d, list resumes [", len(o.refusals))
-	for _, e := range o.listResumes {
+	s += fmt.Sprintf(" ] budget refusals %d, list resumes [", len(ev.Refusals))
+	for _, e := range ev.ListResumes {
 		s += fmt.Sprintf(" %s(requests=%d,skipped=%d)", e.Outcome, e.Requests, e.SkippedBytes)
 	}
 	return s + " ]"

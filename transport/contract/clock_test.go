@@ -2,19 +2,20 @@ package contract_test
 
 // vclock is the trial's virtual clock, given to kretry as Config.Clock.
 // kretry's sleeps (NewTimer, After, Sleep) end as soon as none of its
-// attempts waits for an answer (the tap below kretry counts them): virtual
-// time jumps to the sleep's end, firing every bound (AfterFunc) due on the
-// way. Bounds fire only when time moves past them. In frozen mode every
-// sleep ends at once and time never moves: no window, bound or deadline
-// ever runs out.
+// attempts waits for an answer (inflight, wrapped below kretry, counts
+// them): virtual time jumps to the sleep's end, firing every bound
+// (AfterFunc) due on the way. Bounds fire only when time moves past them.
+// In frozen mode every sleep ends at once and time never moves: no window,
+// bound or deadline ever runs out.
 
 import (
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/kretry/kretry/internal/harness/observe"
 )
 
 type vclock struct {
@@ -23,14 +24,18 @@ type vclock struct {
 	seq      int
 	timers   []*vtimer
 	frozen   bool
-	manual   bool // sleeps end only when the test moves time
-	inflight atomic.Int64
-	sleeps   []time.Duration // every sleep kretry asked for, in order
+	manual   bool             // sleeps end only when the test moves time
+	inflight observe.InFlight // kretry's attempts waiting for their answers; each end kicks
+	sleeps   []time.Duration  // every sleep kretry asked for, in order
 }
 
 var _ clock.WithDelayedExecution = (*vclock)(nil)
 
-func newVClock() *vclock { return &vclock{now: time.Now()} }
+func newVClock() *vclock {
+	c := &vclock{now: time.Now()}
+	c.inflight.OnDone = c.kick
+	return c
+}
 
 type vtimer struct {
 	c       *vclock

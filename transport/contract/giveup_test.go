@@ -43,9 +43,9 @@ func TestGiveUpRefused(t *testing.T) {
 	if utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) {
 		t.Errorf("the give-up reads as EOF/reset: client-go would retry it")
 	}
-	o := w.obs.snapshot()
-	if len(o.giveUps) != 1 || g.Attempts < 3 || len(o.attempts) != g.Attempts {
-		t.Errorf("give-up %+v; %d attempts observed; give-ups %+v", g, len(o.attempts), o.giveUps)
+	o := w.obs.Events()
+	if len(o.GiveUps) != 1 || g.Attempts < 3 || len(o.Attempts) != g.Attempts {
+		t.Errorf("give-up %+v; %d attempts observed; give-ups %+v", g, len(o.Attempts), o.GiveUps)
 	}
 	_, err = cs.CoreV1().Pods("ns").Watch(realCtx(t), metav1.ListOptions{ResourceVersion: "100"})
 	if !errors.As(err, &g) || !utilnet.IsConnectionRefused(err) {
@@ -65,9 +65,9 @@ func TestGiveUpEOFNotMultiplied(t *testing.T) {
 	if !errors.As(err, &g) {
 		t.Fatalf("error %v (%T), want a *GiveUpError", err, err)
 	}
-	o := w.obs.snapshot()
-	if len(o.giveUps) != 1 || len(srv.requests()) != g.Attempts {
-		t.Errorf("%d give-ups, %d requests reached the server, the give-up counts %d: client-go retried kretry's give-up", len(o.giveUps), len(srv.requests()), g.Attempts)
+	o := w.obs.Events()
+	if len(o.GiveUps) != 1 || len(srv.requests()) != g.Attempts {
+		t.Errorf("%d give-ups, %d requests reached the server, the give-up counts %d: client-go retried kretry's give-up", len(o.GiveUps), len(srv.requests()), g.Attempts)
 	}
 }
 
@@ -84,9 +84,9 @@ func TestGiveUp503StripsRetryAfter(t *testing.T) {
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("error %v, want the 503 Status", err)
 	}
-	o := w.obs.snapshot()
-	if len(o.giveUps) != 1 || len(srv.requests()) != o.giveUps[0].Attempts {
-		t.Errorf("%d requests, give-ups %+v: client-go retried", len(srv.requests()), o.giveUps)
+	o := w.obs.Events()
+	if len(o.GiveUps) != 1 || len(srv.requests()) != o.GiveUps[0].Attempts {
+		t.Errorf("%d requests, give-ups %+v: client-go retried", len(srv.requests()), o.GiveUps)
 	}
 }
 
@@ -145,10 +145,10 @@ func TestDisableEnv(t *testing.T) {
 	}{{"1", false, true}, {"TRUE", false, true}, {"yes", false, false}, {"1", true, false}, {"", false, false}} {
 		t.Run(fmt.Sprintf("%q/after=%v", tc.env, tc.after), func(t *testing.T) {
 			err, reqs, obs := run(t, tc.env, tc.after)
-			o := obs.snapshot()
+			o := obs.Events()
 			if tc.disabled {
-				if !apierrors.IsServiceUnavailable(err) || reqs != 1 || len(o.attempts) != 0 {
-					t.Errorf("disabled: err %v, %d requests, %d attempts observed", err, reqs, len(o.attempts))
+				if !apierrors.IsServiceUnavailable(err) || reqs != 1 || len(o.Attempts) != 0 {
+					t.Errorf("disabled: err %v, %d requests, %d attempts observed", err, reqs, len(o.Attempts))
 				}
 			} else if err != nil || reqs != 2 {
 				t.Errorf("enabled: err %v, %d requests", err, reqs)
@@ -180,7 +180,7 @@ func TestWithoutRetry(t *testing.T) {
 	if len(srv.requests()) != 2 {
 		t.Errorf("%d requests, want 2 (no retry, no resume); caller saw %s", len(srv.requests()), describe(evs))
 	}
-	if o := w.obs.snapshot(); len(o.attempts)+len(o.retries)+len(o.giveUps) != 0 {
+	if o := w.obs.Events(); len(o.Attempts)+len(o.Retries)+len(o.GiveUps) != 0 {
 		t.Errorf("the observer heard %s", w.obs)
 	}
 }
@@ -205,13 +205,13 @@ func TestRetryBudgetBoundsAFleetOf503s(t *testing.T) {
 			t.Errorf("LIST %d: %v", i, err)
 		}
 	}
-	o := w.obs.snapshot()
+	o := w.obs.Events()
 	reqs := len(srv.requests())
-	t.Logf("%d requests for 100 LISTs, %d retries, %d refusals", reqs, len(o.retries), len(o.refusals))
-	if len(o.refusals) != 100 || len(o.giveUps) != 100 {
-		t.Errorf("%d refusals, %d give-ups, want 100 each", len(o.refusals), len(o.giveUps))
+	t.Logf("%d requests for 100 LISTs, %d retries, %d refusals", reqs, len(o.Retries), len(o.Refusals))
+	if len(o.Refusals) != 100 || len(o.GiveUps) != 100 {
+		t.Errorf("%d refusals, %d give-ups, want 100 each", len(o.Refusals), len(o.GiveUps))
 	}
-	for _, g := range o.giveUps {
+	for _, g := range o.GiveUps {
 		if g.Reason != transport.ReasonServerError {
 			t.Errorf("give-up after a refusal with reason %q, want 5xx", g.Reason)
 			break
@@ -246,7 +246,7 @@ func TestBudgetNotSpentByResumesAndNamedWaits(t *testing.T) {
 	if got := rvs(evs); len(got) < 10 || !slices.Equal(got[:10], seq(101, 110)) {
 		t.Errorf("caller saw %s", describe(evs))
 	}
-	if o := w.obs.snapshot(); len(o.refusals) != 0 {
-		t.Errorf("budget refusals %+v", o.refusals)
+	if o := w.obs.Events(); len(o.Refusals) != 0 {
+		t.Errorf("budget refusals %+v", o.Refusals)
 	}
 }

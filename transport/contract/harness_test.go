@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/kretry/kretry/internal/harness/observe"
 	"github.com/kretry/kretry/transport"
 )
 
@@ -74,71 +75,15 @@ func allAtOnce(n int, f func(i int) error) []error {
 	return errs
 }
 
-// ---- tap and observer -----------------------------------------------------
+// ---- observer ------------------------------------------------------------
 
-// tap sits below kretry: it counts attempts waiting for their answers (for
-// the clock) and lets kretry reach the transport below.
-type tap struct {
-	c    *vclock
-	next http.RoundTripper
-}
-
-func (t *tap) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.inflight.Add(1)
-	defer func() { t.c.inflight.Add(-1); t.c.kick() }()
-	return t.next.RoundTrip(req)
-}
-func (t *tap) WrappedRoundTripper() http.RoundTripper { return t.next }
-
-type observer struct {
-	mu          sync.Mutex
-	attempts    []transport.AttemptEvent
-	retries     []transport.RetryEvent
-	giveUps     []transport.GiveUpEvent
-	refusals    []transport.BudgetEvent
-	listResumes []transport.ListResumeEvent
-	initial     []transport.InitialStateEvent
-}
-
-// record runs f, which appends an event, under the observer's lock.
-func (o *observer) record(f func()) {
-	o.mu.Lock()
-	f()
-	o.mu.Unlock()
-}
-
-func (o *observer) ObserveAttempt(e transport.AttemptEvent) {
-	o.record(func() { o.attempts = append(o.attempts, e) })
-}
-func (o *observer) ObserveRetry(e transport.RetryEvent) {
-	o.record(func() { o.retries = append(o.retries, e) })
-}
-func (o *observer) ObserveGiveUp(e transport.GiveUpEvent) {
-	o.record(func() { o.giveUps = append(o.giveUps, e) })
-}
-func (o *observer) ObserveBudgetRefusal(e transport.BudgetEvent) {
-	o.record(func() { o.refusals = append(o.refusals, e) })
-}
-func (o *observer) ObserveListResume(e transport.ListResumeEvent) {
-	o.record(func() { o.listResumes = append(o.listResumes, e) })
-}
-func (o *observer) ObserveInitialState(e transport.InitialStateEvent) {
-	o.record(func() { o.initial = append(o.initial, e) })
-}
+// observer is the trial's Observer: it records everything kretry reports.
+type observer struct{ observe.Recorder }
 
 func (o *observer) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	ev := o.Events()
 	return fmt.Sprintf("attempts %v; retries %v; give-ups %v; refusals %v; list resumes %v",
-		o.attempts, o.retries, o.giveUps, o.refusals, o.listResumes)
-}
-
-func (o *observer) snapshot() observer {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return observer{attempts: append(o.attempts[:0:0], o.attempts...), retries: append(o.retries[:0:0], o.retries...),
-		giveUps: append(o.giveUps[:0:0], o.giveUps...), refusals: append(o.refusals[:0:0], o.refusals...),
-		listResumes: append(o.listResumes[:0:0], o.listResumes...), initial: append(o.initial[:0:0], o.initial...)}
+		ev.Attempts, ev.Retries, ev.GiveUps, ev.Refusals, ev.ListResumes)
 }
 
 // ---- clients --------------------------------------------------------------
@@ -169,7 +114,7 @@ func (w *world) restConfig(host string, caPEM []byte, media string) *rest.Config
 	if caPEM != nil {
 		cfg.TLSClientConfig.CAData = caPEM
 	}
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &tap{c: w.clk, next: next} })
+	cfg.Wrap(w.clk.inflight.Wrap)
 	cfg.Wrap(transport.Wrapper(w.kc))
 	return cfg
 }
@@ -185,7 +130,7 @@ func (w *world) clientset(host string, caPEM []byte, media string) *kubernetes.C
 
 // httpClient is a raw http.Client through kretry over base.
 func (w *world) httpClient(base http.RoundTripper) *http.Client {
-	return &http.Client{Transport: transport.New(&tap{c: w.clk, next: base}, w.kc)}
+	return &http.Client{Transport: transport.New(w.clk.inflight.Wrap(base), w.kc)}
 }
 
 // get GETs url with a raw http.Client through kretry over base; the body is

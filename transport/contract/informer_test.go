@@ -204,7 +204,7 @@ func TestInformerReopenThrottledAndUnavailable(t *testing.T) {
 		t.Errorf("%d LISTs", n)
 	}
 	var codes []string
-	for _, a := range w.obs.snapshot().attempts {
+	for _, a := range w.obs.Events().Attempts {
 		codes = append(codes, fmt.Sprint(a.Code))
 	}
 	t.Logf("attempts %v", codes)

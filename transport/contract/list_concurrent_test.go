@@ -93,9 +93,9 @@ func TestList50ConcurrentCuts(t *testing.T) {
 			}
 		}
 	}
-	o := w.obs.snapshot()
-	if len(o.refusals) != 0 {
-		t.Errorf("budget refused %d retries: a LIST resume must not spend it", len(o.refusals))
+	o := w.obs.Events()
+	if len(o.Refusals) != 0 {
+		t.Errorf("budget refused %d retries: a LIST resume must not spend it", len(o.Refusals))
 	}
 }
 

@@ -59,8 +59,8 @@ func TestListResumeGone(t *testing.T) {
 	if !errors.As(err, &g) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("error %v (%T), want a *GiveUpError unwrapping the break", err, err)
 	}
-	if o := w.obs.snapshot(); len(o.listResumes) != 1 || o.listResumes[0].Outcome != transport.ListResumeGone {
-		t.Errorf("list resumes %+v", o.listResumes)
+	if o := w.obs.Events(); len(o.ListResumes) != 1 || o.ListResumes[0].Outcome != transport.ListResumeGone {
+		t.Errorf("list resumes %+v", o.ListResumes)
 	}
 }
 

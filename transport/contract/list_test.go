@@ -107,9 +107,9 @@ func TestListCutAtManyOffsetsMixedFraming(t *testing.T) {
 						rq.Get("unknownParam") != "kept" || rq.Has("limit") {
 						t.Errorf("resume asked %q", reqs[1].url.RawQuery)
 					}
-					o := w.obs.snapshot()
-					if len(o.listResumes) != 1 || o.listResumes[0].Outcome != transport.ListResumed || o.listResumes[0].SkippedBytes != int64(cut) {
-						t.Errorf("list resumes %+v, want one resumed skipping %d", o.listResumes, cut)
+					o := w.obs.Events()
+					if len(o.ListResumes) != 1 || o.ListResumes[0].Outcome != transport.ListResumed || o.ListResumes[0].SkippedBytes != int64(cut) {
+						t.Errorf("list resumes %+v, want one resumed skipping %d", o.ListResumes, cut)
 					}
 				})
 			}
@@ -190,9 +190,9 @@ func TestListResumeDisagrees(t *testing.T) {
 				t.Errorf("caller got %d bytes (a prefix: %v), want at most the %d delivered", len(got), bytes.HasPrefix(body, got), cut)
 			}
 			giveUpOK(t, err)
-			o := w.obs.snapshot()
-			if len(o.listResumes) == 0 || o.listResumes[len(o.listResumes)-1].Outcome != transport.ListResumeMismatch {
-				t.Errorf("list resumes %+v, want a mismatch", o.listResumes)
+			o := w.obs.Events()
+			if len(o.ListResumes) == 0 || o.ListResumes[len(o.ListResumes)-1].Outcome != transport.ListResumeMismatch {
+				t.Errorf("list resumes %+v, want a mismatch", o.ListResumes)
 			}
 			_ = srv
 		})

@@ -154,8 +154,8 @@ func TestWatchThrottledReopen(t *testing.T) {
 	if len(g) != 6 || g[0] != 0 || g[1] != 7*time.Second || g[2] != 2*time.Second || g[3] != 5*time.Second || g[4] < 800*time.Millisecond || g[5] < 800*time.Millisecond {
 		t.Errorf("gaps between attempts %v, want [0 7s 2s 5s >=800ms >=800ms]; sleeps %v", g, w.clk.sleepLog())
 	}
-	if o := w.obs.snapshot(); len(o.refusals) != 0 || len(o.giveUps) != 0 {
-		t.Errorf("refusals %v give-ups %v", o.refusals, o.giveUps)
+	if o := w.obs.Events(); len(o.Refusals) != 0 || len(o.GiveUps) != 0 {
+		t.Errorf("refusals %v give-ups %v", o.Refusals, o.GiveUps)
 	}
 }
 
@@ -193,9 +193,9 @@ func TestWatchErrorEvent500UntilWindow(t *testing.T) {
 			if last > 60*time.Second {
 				t.Errorf("the last attempt at %v: retried past the window", last)
 			}
-			o := w.obs.snapshot()
-			if len(o.giveUps) != 1 || o.giveUps[0].Reason != transport.ReasonErrorEvent {
-				t.Errorf("give-ups %+v", o.giveUps)
+			o := w.obs.Events()
+			if len(o.GiveUps) != 1 || o.GiveUps[0].Reason != transport.ReasonErrorEvent {
+				t.Errorf("give-ups %+v", o.GiveUps)
 			}
 		})
 	}
@@ -291,9 +291,9 @@ func TestWatchGiveUpRefusedIsCleanClose(t *testing.T) {
 	if d := describe(c.waitClosed(t)); d != "MODIFIED@101 MODIFIED@102" {
 		t.Errorf("caller saw %q", d)
 	}
-	o := w.obs.snapshot()
-	if len(o.giveUps) != 1 || o.giveUps[0].Reason != transport.ReasonConnection {
-		t.Errorf("give-ups %+v", o.giveUps)
+	o := w.obs.Events()
+	if len(o.GiveUps) != 1 || o.GiveUps[0].Reason != transport.ReasonConnection {
+		t.Errorf("give-ups %+v", o.GiveUps)
 	}
 	_ = errors.New
 }

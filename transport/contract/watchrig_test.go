@@ -353,11 +353,11 @@ func timeoutTrail(reqs []rawReq, start time.Time) []string {
 // there is exactly one.
 func (o *observer) onlyGiveUp(t *testing.T) transport.GiveUpEvent {
 	t.Helper()
-	s := o.snapshot()
-	if len(s.giveUps) != 1 {
-		t.Fatalf("give-ups %+v", s.giveUps)
+	s := o.Events()
+	if len(s.GiveUps) != 1 {
+		t.Fatalf("give-ups %+v", s.GiveUps)
 	}
-	return s.giveUps[0]
+	return s.GiveUps[0]
 }
 
 func seq(from, to int) []int {
