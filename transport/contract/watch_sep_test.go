@@ -161,25 +161,37 @@ func newSepScenarioVia(t *testing.T, bufSize int, viaKretry bool) *sepScenario {
 
 func (s *sepScenario) send(p string) { s.step <- p }
 
-// arrives reports whether want reaches the caller within a few seconds of
-// real time (the only real-time wait of the trial: it shows a byte held).
-func (s *sepScenario) arrives(want []byte) bool {
+// take returns the next n bytes the caller reads, or fewer if timeout of
+// real time passes first; a read that ends fails the test (its message
+// prefixed by prefix).
+func (s *sepScenario) take(n int, timeout time.Duration, prefix string) []byte {
 	s.t.Helper()
 	var have []byte
-	timeout := time.NewTimer(3 * time.Second)
-	defer timeout.Stop()
-	for len(have) < len(want) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for len(have) < n {
 		select {
 		case b := <-s.got:
 			have = append(have, b)
 		case err := <-s.readErr:
-			s.t.Fatalf("read ended with %v after %q", err, have)
-		case <-timeout.C:
-			if len(have) > 0 {
-				s.t.Fatalf("caller has %q of %q", have, want)
-			}
-			return false
+			s.t.Fatalf("%sread ended with %v after %q", prefix, err, have)
+		case <-timer.C:
+			return have
 		}
+	}
+	return have
+}
+
+// arrives reports whether want reaches the caller within a few seconds of
+// real time (the only real-time wait of the trial: it shows a byte held).
+func (s *sepScenario) arrives(want []byte) bool {
+	s.t.Helper()
+	have := s.take(len(want), 3*time.Second, "")
+	if len(have) < len(want) {
+		if len(have) > 0 {
+			s.t.Fatalf("caller has %q of %q", have, want)
+		}
+		return false
 	}
 	if !bytes.Equal(have, want) {
 		s.t.Fatalf("caller read %q, want %q", have, want)
@@ -189,18 +201,9 @@ func (s *sepScenario) arrives(want []byte) bool {
 
 func (s *sepScenario) expect(what string, want []byte) {
 	s.t.Helper()
-	var have []byte
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	for len(have) < len(want) {
-		select {
-		case b := <-s.got:
-			have = append(have, b)
-		case err := <-s.readErr:
-			s.t.Fatalf("%s: read ended with %v after %q", what, err, have)
-		case <-timeout.C:
-			s.t.Fatalf("%s: the caller has %q of %q and nothing more arrives in 10s (held back until the next event)", what, have, want)
-		}
+	have := s.take(len(want), 10*time.Second, what+": ")
+	if len(have) < len(want) {
+		s.t.Fatalf("%s: the caller has %q of %q and nothing more arrives in 10s (held back until the next event)", what, have, want)
 	}
 	if !bytes.Equal(have, want) {
 		s.t.Fatalf("%s: caller read %q, want %q", what, have, want)

@@ -201,6 +201,21 @@ func TestWatchErrorEvent500UntilWindow(t *testing.T) {
 	}
 }
 
+// quietThen503s scripts a watch that brings 101..102 and stays open; its
+// first reopen is answered 503, the next stays up quiet, and every later
+// one is answered 503.
+func quietThen503s(q rawReq) watchAnswer {
+	switch q.n {
+	case 1:
+		return openStream(mediaJSON, 100, 102)
+	case 2:
+		return watchAnswer{code: 503} // the first break's run: one failure
+	case 3:
+		return watchAnswer{cut: -1} // up, quiet
+	}
+	return watchAnswer{code: 503}
+}
+
 // TestWatchFreshRunAfterQuiet: a watch breaks, is resumed at once, then
 // stays up quiet longer than the window; a new break whose reopens all fail
 // starts a fresh run: the give-up's Attempts and Elapsed count from it.
@@ -208,17 +223,7 @@ func TestWatchFreshRunAfterQuiet(t *testing.T) {
 	for _, quiet := range []time.Duration{31 * time.Second, 10 * time.Minute} {
 		t.Run(quiet.String(), func(t *testing.T) {
 			w := newWorld(t)
-			srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-				switch q.n {
-				case 1:
-					return openStream(mediaJSON, 100, 102)
-				case 2:
-					return watchAnswer{code: 503} // the first break's run: one failure
-				case 3:
-					return watchAnswer{cut: -1} // up, quiet
-				}
-				return watchAnswer{code: 503}
-			}, nil)
+			srv := newWatchServer(t, w, mediaJSON, quietThen503s, nil)
 			c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
 			c.waitCount(t, 2)
 			srv.cutStaying()
@@ -251,17 +256,7 @@ func TestWatchFreshRunAfterQuiet(t *testing.T) {
 // first break.
 func TestWatchQuietShorterThanWindowSameRun(t *testing.T) {
 	w := newWorld(t)
-	srv := newWatchServer(t, w, mediaJSON, func(q rawReq) watchAnswer {
-		switch q.n {
-		case 1:
-			return openStream(mediaJSON, 100, 102)
-		case 2:
-			return watchAnswer{code: 503}
-		case 3:
-			return watchAnswer{cut: -1}
-		}
-		return watchAnswer{code: 503}
-	}, nil)
+	srv := newWatchServer(t, w, mediaJSON, quietThen503s, nil)
 	c := watchPods(t, w.clientset(srv.url(), nil, mediaJSON), metav1.ListOptions{ResourceVersion: "100"})
 	c.waitCount(t, 2)
 	first := w.clk.Now()
