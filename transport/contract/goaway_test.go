@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,5 +116,4 @@ func TestWatchGoAwaySpread(t *testing.T) {
 	if d := w.clk.Now().Sub(start); d != 1500*time.Millisecond {
 		t.Errorf("the resume after the GOAWAY came %v after it, want the draw 1.5s (Rand 0.5 of [0, 3s))", d)
 	}
-	_ = http.StatusOK
 }

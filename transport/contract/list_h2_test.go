@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kretry/kretry/transport"
 )
 
 // h2Plan is how the HTTP/2 server answers one request of a LIST.
@@ -194,5 +192,3 @@ func TestListCallerDecodesGzip(t *testing.T) {
 		})
 	}
 }
-
-var _ = transport.ListResumed

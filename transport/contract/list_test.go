@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/kretry/kretry/transport"
@@ -194,7 +191,6 @@ func TestListResumeDisagrees(t *testing.T) {
 			if len(o.ListResumes) == 0 || o.ListResumes[len(o.ListResumes)-1].Outcome != transport.ListResumeMismatch {
 				t.Errorf("list resumes %+v, want a mismatch", o.ListResumes)
 			}
-			_ = srv
 		})
 	}
 }
@@ -217,7 +213,6 @@ func TestListResumedLongerThanDeclared(t *testing.T) {
 		t.Errorf("caller got bytes that are not the body's")
 	}
 	t.Logf("delivered %d of %d declared, err %v; %s", len(got), resp.ContentLength, err, w.obs)
-	_ = srv
 }
 
 // TestListResumeCutAgainMidSkip: resumes cut before they pass the delivered
@@ -254,16 +249,3 @@ func TestListResumeCutAgainMidSkip(t *testing.T) {
 		}
 	}
 }
-
-// contentLengthOf is the declared length of a request answer's header
-// (for logs).
-func contentLengthOf(h http.Header) int {
-	n, err := strconv.Atoi(h.Get("Content-Length"))
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-var _ = strings.Contains
-var _ = contentLengthOf

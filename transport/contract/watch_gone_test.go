@@ -2,7 +2,6 @@ package contract_test
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -148,5 +147,4 @@ func TestWatchResumeAsksCloseEvenWhenAnswered200(t *testing.T) {
 			t.Errorf("resume %d did not ask Connection: close", q.n)
 		}
 	}
-	_ = http.StatusOK
 }

@@ -1,7 +1,6 @@
 package contract_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -150,8 +149,6 @@ func TestWatchBackoffAfterQuiet(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint
 
 // TestWatchErrorEventsFreshRunAfterQuiet: a run of ERROR 500s ends with a
 // reopened watch up quiet for longer than the window; a later break whose

@@ -1,7 +1,6 @@
 package contract_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -290,5 +289,4 @@ func TestWatchGiveUpRefusedIsCleanClose(t *testing.T) {
 	if len(o.GiveUps) != 1 || o.GiveUps[0].Reason != transport.ReasonConnection {
 		t.Errorf("give-ups %+v", o.GiveUps)
 	}
-	_ = errors.New
 }
