@@ -21,6 +21,8 @@ if [[ -x "$bin/promtool3" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; the
 fi
 
 cd "$here"
+# go list names the module's directory only once it is in the module cache.
+"$go" mod download github.com/prometheus/prometheus
 mod="$("$go" list -m -f '{{.Dir}}' github.com/prometheus/prometheus)"
 version="$(cat "$mod/VERSION")"
 mkdir -p "$bin"
