@@ -1,0 +1,47 @@
+package apiserver
+
+import (
+	"crypto/x509"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// TestServingCertificates: each apiserver has its own serving certificate (its own key), with
+// the same names as the others, the balancer's 127.0.0.1 among them, as kubeadm issues them to
+// the control-plane nodes of one cluster; a restarted server gets the one it had.
+func TestServingCertificates(t *testing.T) {
+	p, err := writePKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(p.caCert)
+	var certs []*x509.Certificate
+	for i := range 3 {
+		file, _, err := p.servingPair(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := leafOf(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
+			t.Errorf("apiserver %d's certificate for the balancer's 127.0.0.1: %v", i, err)
+		}
+		for _, prev := range certs {
+			if prev.Equal(cert) || slices.Equal(prev.SubjectKeyId, cert.SubjectKeyId) && len(cert.SubjectKeyId) > 0 {
+				t.Errorf("apiserver %d serves the certificate of another", i)
+			}
+			if !slices.Equal(prev.DNSNames, cert.DNSNames) || fmt.Sprint(prev.IPAddresses) != fmt.Sprint(cert.IPAddresses) {
+				t.Errorf("apiserver %d's names %v %v differ from another's %v %v", i, cert.DNSNames, cert.IPAddresses, prev.DNSNames, prev.IPAddresses)
+			}
+		}
+		certs = append(certs, cert)
+	}
+	again, _, _ := p.servingPair(1)
+	if cert, err := leafOf(again); err != nil || !cert.Equal(certs[1]) {
+		t.Errorf("a restarted apiserver 1 serves another certificate (%v)", err)
+	}
+}
