@@ -1,0 +1,347 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// haAttempt is one request an agent sent below kretry (what the balancer passed on), and how
+// its answer went.
+type haAttempt struct {
+	At    float64 `json:"at"`              // sent, seconds since the series began
+	Fetch bool    `json:"fetch,omitempty"` // an initial-state fetch: a LIST or a watch-list
+	RV    string  `json:"rv,omitempty"`    // the resourceVersion asked for
+	// Status is the answer's code ("200", "410", "503", ...), "200+410" for a watch's 200
+	// whose stream brought an ERROR 410 (a watch cache's 410), or "error": no answer.
+	Status  string  `json:"status"`
+	Server  int     `json:"apiserver"`          // which apiserver answered, by its serving certificate; -1: unknown
+	NewConn bool    `json:"new_conn,omitempty"` // on a connection opened for it
+	Events  int     `json:"events,omitempty"`   // frames of a watch stream besides ERROR 410s: events, bookmarks
+	Ended   float64 `json:"ended,omitempty"`    // when its answer ended; 0: open at the run's end
+	Error   string  `json:"error,omitempty"`    // why, if not at the end of its body
+}
+
+// gone reports whether the attempt was answered 410, either way a watch can be.
+func (a haAttempt) gone() bool { return a.Status == "410" || a.Status == "200+410" }
+
+// delivered reports whether the attempt brought its agent up to date: a watch that streamed
+// something, or a fetch answered 200.
+func (a haAttempt) delivered() bool { return a.Events > 0 || a.Fetch && a.Status == "200" }
+
+// haChain is one 410 handed over to client-go in a kretry run, or one relist without a 410
+// before it, and what led to it: the agent's attempts on the wire from the last one that
+// delivered (the stream that broke, or the fetch the agent started from: the head) to the
+// handover (the relist's first fetch, or the raw watcher's last attempt).
+type haChain struct {
+	Node int     `json:"node"`
+	Raw  bool    `json:"raw_watcher,omitempty"` // a raw watcher's end; else an informer's relist
+	At   float64 `json:"at"`                    // the handover's attempt
+	// From is the apiserver whose 410 was handed over (the chain's last 410), GoneAt when it
+	// came, RV the resume point it was about; From is -1 when no 410 came.
+	From   int     `json:"from"`
+	GoneAt float64 `json:"gone_at,omitempty"`
+	RV     string  `json:"resume_rv,omitempty"`
+	// NewConns counts the attempts after the head, up to that 410, on a new connection: the
+	// connections the search made.
+	NewConns int `json:"new_conns"`
+	// PointAt is when the resume point was written (the writer's last write at or below it;
+	// the mark if none); HeldBy an apiserver that held it when the 410 came (heldBy), -1: none.
+	PointAt  float64     `json:"point_at"`
+	HeldBy   int         `json:"held_by"`
+	Attempts []haAttempt `json:"attempts"`
+}
+
+// haChains finds an agent's handovers in its attempts after markAt: each run of fetches that
+// follows a watch (an informer's relist) or, for a raw watcher that ended on a 410
+// (rawGone), its last attempt; PointAt and HeldBy are left to the caller.
+func haChains(node int, attempts []haAttempt, markAt float64, rawGone bool) []haChain {
+	var ends []int // the handovers' attempts
+	switch {
+	case rawGone && len(attempts) > 0:
+		ends = []int{len(attempts) - 1}
+	case !rawGone:
+		for i, a := range attempts {
+			if a.Fetch && a.At > markAt && i > 0 && !attempts[i-1].Fetch {
+				ends = append(ends, i)
+			}
+		}
+	}
+	var chains []haChain
+	for _, end := range ends {
+		head := 0
+		for j := end - 1; j >= 0; j-- {
+			if attempts[j].delivered() {
+				head = j
+				break
+			}
+		}
+		c := haChain{Node: node, Raw: rawGone, At: attempts[end].At, From: -1, HeldBy: -1,
+			Attempts: slices.Clone(attempts[head : end+1])}
+		last := -1
+		for k := head + 1; k <= end; k++ {
+			if attempts[k].gone() {
+				last = k
+			}
+		}
+		upTo := end // a raw watcher's last attempt; a relist's fetch is not the search's
+		if !rawGone {
+			upTo = end - 1
+		}
+		if last >= 0 {
+			c.From, c.GoneAt, c.RV, upTo = attempts[last].Server, attempts[last].At, attempts[last].RV, last
+		}
+		for k := head + 1; k <= upTo; k++ {
+			if attempts[k].NewConn {
+				c.NewConns++
+			}
+		}
+		chains = append(chains, c)
+	}
+	return chains
+}
+
+// fleetHATrace is a kretry run's chains, with when each resume point was written and whether
+// an apiserver held it when its 410 came.
+func fleetHATrace(r *fleetHARun, agents []*haAgent, began time.Time, markAt float64, writes []haWrite) []haChain {
+	rawGone := map[int]bool{}
+	for _, w := range r.RawWatchers {
+		rawGone[w.Node] = w.Ended == "410"
+	}
+	var out []haChain
+	for _, a := range agents {
+		if a.isRaw && !rawGone[a.node] {
+			continue
+		}
+		a.mu.Lock()
+		attempts := make([]haAttempt, len(a.attempts))
+		for i, att := range a.attempts {
+			attempts[i] = *att
+		}
+		a.mu.Unlock()
+		for _, c := range haChains(a.node, attempts, markAt, a.isRaw) {
+			if c.From >= 0 {
+				c.PointAt = pointTime(c.RV, writes, began, markAt)
+				c.HeldBy = r.heldBy(c.PointAt, c.GoneAt)
+			}
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b haChain) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// pointTime is when resourceVersion rv was written, in seconds since began: the send time of
+// the writer's last write at or below it; markAt if it is older than every write.
+func pointTime(rv string, writes []haWrite, began time.Time, markAt float64) float64 {
+	want, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return markAt
+	}
+	at, best := markAt, uint64(0)
+	for _, w := range writes {
+		if w.rv <= want && w.rv > best {
+			at, best = w.at.Sub(began).Seconds(), w.rv
+		}
+	}
+	return at
+}
+
+// fleetHATraceShown is how many chains a run's summary spells out; the JSON has them all.
+const fleetHATraceShown = 12
+
+// fleetHATraceSummary sums up a kretry run's trace for the log: whose 410s were handed over,
+// after how many new connections, which apiservers answered the searches, and whether one held
+// the resume point; then the first chains, attempt by attempt. Empty for stock's runs.
+func fleetHATraceSummary(r *fleetHARun) string {
+	if r.Client != "kretry" {
+		return ""
+	}
+	var b strings.Builder
+	relists, raw := 0, 0
+	from, conns, held := map[int]int{}, map[int]int{}, map[int]int{}
+	type answers struct{ all, gone int }
+	answered := map[int]*answers{}
+	for _, c := range r.Trace {
+		if c.Raw {
+			raw++
+		} else {
+			relists++
+		}
+		from[c.From]++
+		if c.From >= 0 {
+			conns[c.NewConns]++
+			held[c.HeldBy]++
+		}
+		for _, a := range c.Attempts[1:] {
+			if answered[a.Server] == nil {
+				answered[a.Server] = &answers{}
+			}
+			answered[a.Server].all++
+			if a.gone() {
+				answered[a.Server].gone++
+			}
+		}
+	}
+	fmt.Fprintf(&b, "trace, %s: %d relists, %d raw watchers ended on a 410", r.name(), relists, raw)
+	var restarts []string
+	for _, rs := range r.RestartLog {
+		restarts = append(restarts, fmt.Sprintf("a%d %.1f-%.1f", rs.Server, rs.Term, rs.Ready))
+	}
+	fmt.Fprintf(&b, " (restarts, SIGTERM-ready s: %s)\n", strings.Join(restarts, ", "))
+	if len(r.Trace) == 0 {
+		return b.String()
+	}
+	count := func(m map[int]int, name func(int) string) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, fmt.Sprintf("%s ×%d", name(k), m[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(&b, "  410 handed over from: %s\n", count(from, func(k int) string {
+		if k < 0 {
+			return "no 410 (a relist after something else)"
+		}
+		return fmt.Sprintf("apiserver %d", k)
+	}))
+	fmt.Fprintf(&b, "  new connections the search made before it: %s\n", count(conns, strconv.Itoa))
+	var ans []string
+	for _, k := range slices.Sorted(maps.Keys(answered)) {
+		ans = append(ans, fmt.Sprintf("%s %d (410: %d)", serverName(k), answered[k].all, answered[k].gone))
+	}
+	fmt.Fprintf(&b, "  attempts after the stream broke, by who answered: %s\n", strings.Join(ans, ", "))
+	fmt.Fprintf(&b, "  an apiserver held the resume point when the 410 came: %s\n", count(held, func(k int) string {
+		if k < 0 {
+			return "none (a true 410)"
+		}
+		return fmt.Sprintf("apiserver %d", k)
+	}))
+	for i, c := range r.Trace {
+		if i == fleetHATraceShown {
+			fmt.Fprintf(&b, "  ... %d more in the JSON\n", len(r.Trace)-i)
+			break
+		}
+		b.WriteString("  " + c.String() + "\n")
+	}
+	return b.String()
+}
+
+// serverName is "a<i>" for apiserver i, "a?" when unknown.
+func serverName(i int) string {
+	if i < 0 {
+		return "a?"
+	}
+	return "a" + strconv.Itoa(i)
+}
+
+// String is the chain on one line: what ended, each attempt (time, status, apiserver, * for a
+// new connection), and the verdict.
+func (c haChain) String() string {
+	var b strings.Builder
+	what := "relist"
+	if c.Raw {
+		what = "raw watcher ended"
+	}
+	fmt.Fprintf(&b, "%s %s at %.1fs:", nodeName(c.Node), what, c.At)
+	for i, a := range c.Attempts {
+		kind := ""
+		if a.Fetch {
+			kind = "fetch "
+		}
+		fmt.Fprintf(&b, " %.1f %s%s %s", a.At, kind, a.Status, serverName(a.Server))
+		if a.NewConn {
+			b.WriteString("*")
+		}
+		if i == 0 && a.Ended > 0 {
+			fmt.Fprintf(&b, " (ended %.1f)", a.Ended)
+		}
+		if i < len(c.Attempts)-1 {
+			b.WriteString(";")
+		}
+	}
+	if c.From < 0 {
+		b.WriteString(" | no 410 before it")
+		return b.String()
+	}
+	held := "no apiserver held it"
+	if c.HeldBy >= 0 {
+		held = fmt.Sprintf("apiserver %d held it", c.HeldBy)
+	}
+	fmt.Fprintf(&b, " | 410 from apiserver %d after %d new connections; point rv %s written at %.1fs, %s", c.From, c.NewConns, c.RV, c.PointAt, held)
+	return b.String()
+}
+
+// TestFleetHAChains: the trace's chains without a control plane.
+func TestFleetHAChains(t *testing.T) {
+	stream := func(at float64, server int, events int, ended float64) haAttempt {
+		return haAttempt{At: at, RV: "100", Status: "200", Server: server, Events: events, Ended: ended}
+	}
+	gone := func(at float64, server int, newConn bool) haAttempt {
+		return haAttempt{At: at, RV: "150", Status: "200+410", Server: server, NewConn: newConn, Ended: at + 0.01}
+	}
+	fetch := func(at float64) haAttempt {
+		return haAttempt{At: at, Fetch: true, Status: "200", Server: 0, Events: 6}
+	}
+	for _, tc := range []struct {
+		name     string
+		attempts []haAttempt
+		rawGone  bool
+		want     []haChain // Attempts compared by count
+	}{
+		{"no relist", []haAttempt{fetch(1), stream(20, 1, 4, 30), stream(30.2, 0, 2, 0)}, false, nil},
+		{"a relist after three 410s from apiserver 1, two on new connections",
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30), gone(30.1, 1, true), gone(30.3, 1, false), gone(30.6, 1, true), fetch(31)}, false,
+			[]haChain{{At: 31, From: 1, GoneAt: 30.6, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 5)}}},
+		{"the fetch before the mark is the informer's first, not a relist",
+			[]haAttempt{stream(1, 0, 0, 2), fetch(2), stream(3, 0, 1, 0)}, false, nil},
+		{"a resume that streamed nothing is not the head: the chain goes back to the stream that did",
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30), stream(30.1, 1, 0, 40), gone(40.2, 1, true), fetch(41)}, false,
+			[]haChain{{At: 41, From: 1, GoneAt: 40.2, RV: "150", NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 4)}}},
+		{"a relist after errors, no 410",
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30), {At: 30.1, Status: "error", Server: -1, NewConn: true}, fetch(31)}, false,
+			[]haChain{{At: 31, From: -1, NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 3)}}},
+		{"a raw watcher's end on a 410: its LIST is the head when its stream brought nothing",
+			[]haAttempt{fetch(1), stream(1.1, 0, 0, 30), gone(30.1, 1, true), gone(30.4, 1, true)}, true,
+			[]haChain{{Raw: true, At: 30.4, From: 1, GoneAt: 30.4, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 4)}}},
+	} {
+		got := haChains(7, tc.attempts, 10, tc.rawGone)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d chains, want %d: %+v", tc.name, len(got), len(tc.want), got)
+			continue
+		}
+		for i, c := range got {
+			w := tc.want[i]
+			w.Node = 7
+			if len(c.Attempts) != len(w.Attempts) {
+				t.Errorf("%s: chain %d has %d attempts, want %d: %s", tc.name, i, len(c.Attempts), len(w.Attempts), c)
+			}
+			type fields haChain // without String, to compare every field
+			c.Attempts, w.Attempts = nil, nil
+			if g, w := fmt.Sprintf("%+v", fields(c)), fmt.Sprintf("%+v", fields(w)); g != w {
+				t.Errorf("%s: chain %d\n got %s\nwant %s", tc.name, i, g, w)
+			}
+		}
+	}
+}
+
+// TestPointTime: a resume point is dated by the writer's last write at or below it.
+func TestPointTime(t *testing.T) {
+	began := time.Now()
+	writes := []haWrite{{rv: 120, at: began.Add(12 * time.Second)}, {rv: 100, at: began.Add(10 * time.Second)}, {rv: 140, at: began.Add(14 * time.Second)}}
+	for _, tc := range []struct {
+		rv   string
+		want float64
+	}{{"130", 12}, {"140", 14}, {"99", 5}, {"", 5}, {"1000", 14}} {
+		if got := pointTime(tc.rv, writes, began, 5); got != tc.want {
+			t.Errorf("rv %q: %v, want %v", tc.rv, got, tc.want)
+		}
+	}
+}
