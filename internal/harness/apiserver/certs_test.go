@@ -1,15 +1,19 @@
 package apiserver
 
 import (
+	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestServingCertificates: each apiserver has its own serving certificate (its own key), with
 // the same names as the others, the balancer's 127.0.0.1 among them, as kubeadm issues them to
-// the control-plane nodes of one cluster; a restarted server gets the one it had.
+// the control-plane nodes of one cluster: the leaf alone, on an RSA-2048 key; a restarted server
+// gets the one it had.
 func TestServingCertificates(t *testing.T) {
 	p, err := writePKI(t.TempDir())
 	if err != nil {
@@ -26,6 +30,12 @@ func TestServingCertificates(t *testing.T) {
 		cert, err := leafOf(file)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if pub, ok := cert.PublicKey.(*rsa.PublicKey); !ok || pub.N.BitLen() != 2048 {
+			t.Errorf("apiserver %d's key is a %T, want RSA-2048 as kubeadm's", i, cert.PublicKey)
+		}
+		if data, _ := os.ReadFile(file); strings.Count(string(data), "BEGIN CERTIFICATE") != 1 {
+			t.Errorf("apiserver %d's certificate file holds more than its leaf", i)
 		}
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
 			t.Errorf("apiserver %d's certificate for the balancer's 127.0.0.1: %v", i, err)

@@ -30,7 +30,7 @@ func (s *Server) Certificate() (*x509.Certificate, error) {
 	return leafOf(certFile)
 }
 
-// leafOf parses the first certificate of a PEM file (a serving file holds the leaf, then the CA).
+// leafOf parses the first certificate of a PEM file.
 func leafOf(certFile string) (*x509.Certificate, error) {
 	data, err := os.ReadFile(certFile)
 	if err != nil {
