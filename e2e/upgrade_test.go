@@ -352,9 +352,10 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, servers, run
 }
 
 // startHAControlPlane starts servers kube-apiservers (each with its own serving certificate)
-// that shut down as profile p says, behind HAProxy checking them at p's pace, and waits for the
-// balancer to have them all up (rise 2 checks). The cluster stops with the test; closeLB stops
-// HAProxy and checks that its process is gone.
+// that shut down as profile p says, behind HAProxy checking them at p's pace, and waits for one
+// round of the balancer's checks (HAProxy starts with every server up, and they are ready
+// before it starts). The cluster stops with the test; closeLB stops HAProxy and checks that its
+// process is gone.
 func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, servers int, ready time.Duration) (c *apiserver.Cluster, lb *apiserver.HAProxy, closeLB func()) {
 	t.Helper()
 	flags := append(append([]string(nil), apiserver.RBACFlags...),
@@ -387,7 +388,7 @@ func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, servers
 			t.Errorf("haproxy pid %d survived Close", lbPID)
 		}
 	}
-	time.Sleep(3 * p.Inter)
+	time.Sleep(p.Inter)
 	return c, lb, closeLB
 }
 
