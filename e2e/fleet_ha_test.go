@@ -180,10 +180,12 @@ func (r *fleetHARun) servers() int {
 // none ends before the run does and none misses a change, but for a 410 that was true
 // everywhere: every apiserver started after the watcher's last event, or was stopped since
 // (see heldBy). Stock's are not checked: a plain Watch ends when its apiserver stops. Nor is the
-// fast pace: there the balancer has taken the stopping apiserver out, the one left started
-// after the resume point, and its 410 is true, so a raw watcher ending on it is right.
+// fast pace behind two apiservers: there the balancer has taken the stopping apiserver out, the
+// one left started after the resume point, and its 410 is true, so a raw watcher ending on it
+// is right. Behind three the two left need not both have restarted since: one may hold the
+// point, and the search must find it, so the fast pace is checked there too.
 func fleetHARawProblems(r *fleetHARun) []string {
-	if r.Client != "kretry" || r.Pace != "cloud" {
+	if r.Client != "kretry" || r.Pace != "cloud" && r.servers() < 3 {
 		return nil
 	}
 	var problems []string
@@ -260,12 +262,35 @@ func TestFleetHARawProblems(t *testing.T) {
 		{"kretry, one missed a change", "kretry", "cloud", []haRawWatcher{{Node: 0, Missed: 1}}, 1},
 		{"kretry, one closed", "kretry", "cloud", []haRawWatcher{{Node: 0, Ended: "closed"}}, 1},
 		{"kretry at the fast pace, one ended on a true 410", "kretry", "fast", []haRawWatcher{{Node: 0, Ended: "410", Missed: 3}}, 0},
+		{"kretry at the fast pace, one ended on a 410 while another apiserver held its point: not checked behind two", "kretry", "fast",
+			[]haRawWatcher{{Node: 10, Ended: "410", LastEventAt: 20, EndedAt: 22, Missed: 3}}, 0},
 		{"stock, all ended", "stock", "cloud", []haRawWatcher{{Node: 0, Ended: "closed", Missed: 6}, {Node: 10, Ended: "error"}}, 0},
 		{"kretry, no raw watchers", "kretry", "cloud", nil, 0},
 	} {
 		got := fleetHARawProblems(&fleetHARun{Client: tc.client, Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw, RestartLog: log})
 		if len(got) != tc.want {
 			t.Errorf("%s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
+		}
+	}
+
+	// Three apiservers restarted in turn, twice round, from 4 s, 20 s apart.
+	log3 := []haRestart{{0, 4, 7}, {1, 24, 27}, {2, 44, 47}, {0, 64, 67}, {1, 84, 87}, {2, 104, 107}}
+	for _, tc := range []struct {
+		name string
+		pace string
+		raw  []haRawWatcher
+		want int
+	}{
+		// Its last event at 26 s, its end at 65 s: apiserver 1's cache began at 27 s, after it,
+		// and apiservers 2 and 0 were stopped since (at 44 and 64 s): a true 410.
+		{"fast, a true 410 behind three", "fast", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 26, EndedAt: 65, Missed: 3}}, 0},
+		// Its last event at 30 s, its end at 41 s: apiserver 2, never restarted yet, held it.
+		{"fast, a 410 while apiserver 2 held the point", "fast", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 30, EndedAt: 41, Missed: 3}}, 1},
+		{"cloud, the same", "cloud", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 30, EndedAt: 41, Missed: 3}}, 1},
+	} {
+		got := fleetHARawProblems(&fleetHARun{APIServers: 3, Client: "kretry", Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw, RestartLog: log3})
+		if len(got) != tc.want {
+			t.Errorf("three apiservers, %s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
 		}
 	}
 }
