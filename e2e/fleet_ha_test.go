@@ -497,6 +497,7 @@ type haPoint struct {
 
 func fleetHAPace(t *testing.T, p upgradeProfile, servers, n, raw, runs int) []*fleetHARun {
 	ctx := context.Background()
+	began := time.Now()
 	c, lb, closeLB := startHAControlPlane(t, p, "", servers, 180*time.Second)
 	defer closeLB()
 	certs, err := servingDigests(c)
@@ -512,6 +513,7 @@ func fleetHAPace(t *testing.T, p upgradeProfile, servers, n, raw, runs int) []*f
 		t.Fatal(err)
 	}
 	etcdPID := findEtcdPID(c.Dir())
+	t.Logf("%d apiservers behind the balancer, %d pods, in %v", servers, n*fleetHAPodsPerNode, time.Since(began).Round(100*time.Millisecond))
 
 	var out []*fleetHARun
 	for run := 1; run <= runs; run++ {
