@@ -378,11 +378,12 @@ type fleetHARun struct {
 	WireFetches    int64     `json:"wire_fetches"`   // LISTs + watch-lists the agents sent
 	WireFetches200 int64     `json:"wire_fetches_200"`
 	WireRequests   int64     `json:"wire_requests"`
-	WireGone       int64     `json:"wire_410"`   // 410s on the wire: answers, and ERROR 410 events in a watch's 200
-	Bytes          int64     `json:"bytes"`      // response body bytes the agents read
-	SentBytes      int64     `json:"sent_bytes"` // bytes the apiservers sent the agents: read off the agents' TCP connections (TLS, HTTP/2, bodies)
-	NewConns       int64     `json:"new_conns"`  // connections the agents opened
-	CPU            []float64 `json:"cpu"`        // CPU seconds per apiserver
+	WireGone       int64     `json:"wire_410"`        // 410s on the wire: answers, and ERROR 410 events in a watch's 200
+	Bytes          int64     `json:"bytes"`           // response body bytes the agents read
+	SentBytes      int64     `json:"sent_bytes"`      // bytes the apiservers sent the agents: read off the agents' TCP connections (TLS, HTTP/2, bodies)
+	HandshakeBytes int64     `json:"handshake_bytes"` // of them, each new connection's until its first request: TLS handshakes
+	NewConns       int64     `json:"new_conns"`       // connections the agents opened
+	CPU            []float64 `json:"cpu"`             // CPU seconds per apiserver
 	CPUBusiest5s   float64   `json:"cpu_busiest_5s"`
 	PeakRSS        []float64 `json:"peak_rss"` // bytes, per apiserver, peak over its processes
 	EtcdCPU        float64   `json:"etcd_cpu"`
@@ -648,6 +649,7 @@ type haAgent struct {
 	wireGone      atomic.Int64
 	bytes         atomic.Int64 // response bodies read
 	connBytes     atomic.Int64 // read off its TCP connections
+	handshakes    atomic.Int64 // of them, read before each connection's first request: TLS handshakes
 	dials         atomic.Int64
 
 	mu       sync.Mutex
@@ -711,12 +713,25 @@ func (cs *connSet) dial(ctx context.Context, network, addr string) (net.Conn, er
 type countingConn struct {
 	net.Conn
 	read *atomic.Int64
+	own  atomic.Int64 // this connection's
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.read.Add(int64(n))
+	c.own.Add(int64(n))
 	return n, err
+}
+
+// handshakeBytes is what conn (a TLS connection over a countingConn) has read so far: at its
+// first request, its TLS handshake and the server's HTTP/2 settings.
+func handshakeBytes(conn net.Conn) int64 {
+	if tc, ok := conn.(*tls.Conn); ok {
+		if cc, ok := tc.NetConn().(*countingConn); ok {
+			return cc.own.Load()
+		}
+	}
+	return 0
 }
 
 func (cs *connSet) closeAll() {
@@ -770,6 +785,9 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 			server := -1
 			if tc, ok := info.Conn.(*tls.Conn); ok {
 				server = w.f.serverOf(tc.ConnectionState())
+			}
+			if !info.Reused {
+				w.a.handshakes.Add(handshakeBytes(info.Conn))
 			}
 			w.a.mu.Lock()
 			att.NewConn = att.NewConn || !info.Reused
@@ -1426,11 +1444,11 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, certs map
 	synced := time.Since(f.began)
 
 	// The mark: everything from here on is the upgrade's.
-	type mark struct{ caller, wire, wire200, req, gone, bytes, connBytes, dials, raw int64 }
+	type mark struct{ caller, wire, wire200, req, gone, bytes, connBytes, handshakes, dials, raw int64 }
 	marks := make([]mark, n)
 	for i, a := range agents {
 		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(),
-			a.bytes.Load(), a.connBytes.Load(), a.dials.Load(), a.rawFetches.Load()}
+			a.bytes.Load(), a.connBytes.Load(), a.handshakes.Load(), a.dials.Load(), a.rawFetches.Load()}
 	}
 	markAt := f.since()
 	var kmarks [5]int64
@@ -1565,6 +1583,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, certs map
 		r.WireGone += a.wireGone.Load() - marks[i].gone
 		r.Bytes += a.bytes.Load() - marks[i].bytes
 		r.SentBytes += a.connBytes.Load() - marks[i].connBytes
+		r.HandshakeBytes += a.handshakes.Load() - marks[i].handshakes
 		r.NewConns += a.dials.Load() - marks[i].dials
 		r.RawFetches += a.rawFetches.Load() - marks[i].raw
 		if withKretry {
@@ -1660,9 +1679,9 @@ func fleetHARow(r *fleetHARun) string {
 		rawEnded = fmt.Sprintf("%d/%d c%d g%d e%d", r.RawEnded, r.Raw, r.RawClosed, r.RawGone, r.RawErrors)
 		rawMissed = strconv.Itoa(r.RawMissed)
 	}
-	return fmt.Sprintf("%4d %-5s %d %-6s %6d %6d %5d %5d %5d %5d %6.1f %6.1f %5d %6.1f %-14s %5.1f %5.0f %5.1f %6d %6d %5d %6.0f/%-6.0f %5d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %-16s %6s %6d %6d %4d %5d %5.1f %4.0f%% %s",
+	return fmt.Sprintf("%4d %-5s %d %-6s %6d %6d %5d %5d %5d %5d %6.1f %6.1f %5.2f %5d %6.1f %-14s %5.1f %5.0f %5.1f %6d %6d %5d %6.0f/%-6.0f %5d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %-16s %6s %6d %6d %4d %5d %5.1f %4.0f%% %s",
 		r.servers(), r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
-		float64(r.Bytes)/(1<<20), float64(r.SentBytes)/(1<<20), r.NewConns, r.cpu(), "("+strings.Join(perServer, "+")+")", r.CPUBusiest5s,
+		float64(r.Bytes)/(1<<20), float64(r.SentBytes)/(1<<20), float64(r.HandshakeBytes)/(1<<20), r.NewConns, r.cpu(), "("+strings.Join(perServer, "+")+")", r.CPUBusiest5s,
 		rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99, r.PatchP50, r.PatchP99, r.WritesFailed,
 		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents-r.Raw, rawEnded, rawMissed,
 		r.Retries, r.Resumes, r.Refusals, r.WireGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
@@ -1670,8 +1689,8 @@ func fleetHARow(r *fleetHARun) string {
 
 func fleetHATable(runs []*fleetHARun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%4s %-5s %s %-6s %6s %6s %5s %5s %5s %5s %6s %6s %5s %6s %-14s %5s %5s %5s %6s %6s %5s %13s %5s %11s %11s %4s %11s %-16s %6s %6s %6s %4s %5s %5s %5s %s\n",
-		"apis", "pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "sent", "conns", "cpu", "(each)", "cpu5s",
+	fmt.Fprintf(&b, "%4s %-5s %s %-6s %6s %6s %5s %5s %5s %5s %6s %6s %5s %5s %6s %-14s %5s %5s %5s %6s %6s %5s %13s %5s %11s %11s %4s %11s %-16s %6s %6s %6s %4s %5s %5s %5s %s\n",
+		"apis", "pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "sent", "hs", "conns", "cpu", "(each)", "cpu5s",
 		"rss", "etcd", "ranges", "rq/s", "p99", "patch ms", "wfail", "half/all", "lag h/all", "miss", "caches", "raw ended", "r-miss",
 		"retry", "resume", "bdgt", "410", "agts", "busy", "load")
 	for _, r := range runs {
@@ -1683,10 +1702,11 @@ func fleetHATable(runs []*fleetHARun) string {
 		"  LIST, before the upgrade, is in neither); LIST, WL: pods LISTs and watch-lists by the apiservers' own metrics\n" +
 		"  (apiserver_request_total, apiserver_watch_list_duration_seconds; a dying server's last seconds are not scraped;\n" +
 		"  LIST counts the harness's one consistent LIST at the end); MiB: response bodies the agents read; sent: MiB the\n" +
-		"  apiservers sent the agents, read off the agents' TCP connections (TLS handshakes, HTTP/2 frames, bodies); conns:\n" +
-		"  connections the agents opened; cpu (each): the apiservers' CPU seconds, summed (each apiserver's; /proc, all its\n" +
-		"  processes); cpu5s: their CPU seconds in the busiest 5 s (per-second samples, summed over apiservers); rss: peak\n" +
-		"  RSS MiB of any; etcd: etcd's CPU seconds; ranges: etcd range requests\n" +
+		"  apiservers sent the agents, read off the agents' TCP connections (TLS handshakes, HTTP/2 frames, bodies); hs: of\n" +
+		"  them, MiB each new connection read before its first request (its TLS handshake); conns: connections the agents\n" +
+		"  opened; cpu (each): the apiservers' CPU seconds, summed (each apiserver's; /proc, all its processes); cpu5s:\n" +
+		"  their CPU seconds in the busiest 5 s (per-second samples, summed over apiservers); rss: peak RSS MiB of any;\n" +
+		"  etcd: etcd's CPU seconds; ranges: etcd range requests\n" +
 		"  (grpc_server_handled_total{grpc_method=\"Range\"}); rq/s, p99: requests/s through the balancer, peak and 99th\n" +
 		"  percentile second; patch ms: the writer's PATCH latency through the balancer, p50/p99 of those that succeeded;\n" +
 		"  wfail: PATCHes that failed (an error, or no answer in 5 s), not in the latency; half/all: worst restart, seconds\n" +
