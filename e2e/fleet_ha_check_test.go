@@ -30,7 +30,8 @@ func (m fleetHAMargin) of(stock float64, informers int) float64 {
 	return m.rel*stock + m.abs + m.perInformer*float64(informers)
 }
 
-// fleetHAYardstick is what kretry may cost the control plane (docs/DESIGN), gated per run. The
+// fleetHAYardstick is what kretry may cost the control plane (the design's yardstick), gated
+// per run. The
 // margins for a lone stock run (make test's gate, N = 50, one run): fetches and relists 5% of
 // the informers + 2, CPU 25% + 2 s, as before: on 2 cores a neighbour's burst moves a run's
 // apiserver CPU by 10-20%. The others were chosen from runs at N = 50 and 100 on the shared

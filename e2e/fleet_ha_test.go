@@ -72,8 +72,8 @@ var fleetHARawWatchTimeout int64 = 3 * 3600
 // twice round, under a stock fleet and under a fleet through kretry (the order alternates run by
 // run). Per apiserver count and pace, one cluster serves all runs.
 //
-// The yardstick, per run over the upgrade (docs/DESIGN: what kretry may cost the control
-// plane): the apiservers' CPU seconds (summed over them, from /proc, sampled every second) over
+// The yardstick, per run over the upgrade (the design's "what kretry may cost the control
+// plane"): the apiservers' CPU seconds (summed over them, from /proc, sampled every second) over
 // the run and in its busiest 5 s, etcd's range requests (its own metrics), the bytes the
 // apiservers sent the agents (read off the agents' TCP connections: TLS handshakes, HTTP/2
 // frames and bodies), the informers' relists and initial-state fetches on the wire, and the
@@ -96,9 +96,10 @@ var fleetHARawWatchTimeout int64 = 3 * 3600
 // The check (unless KRETRY_FLEETHA_CHECK=0; fleet_ha_check_test.go): per apiserver count and
 // pace, each figure of the yardstick of each kretry run at or under the median of the stock runs
 // plus their spread (max - min), or, with one stock run, plus the figure's margin; every
-// informer's cache equals the server at the end; at the cloud pace kretry's raw watchers all
-// watch to the end and miss no change, unless on a 410 that was true everywhere (stock's are
-// reported, not checked: a plain Watch ends when its apiserver stops).
+// informer's cache equals the server at the end; at the cloud pace (and behind three
+// apiservers at the fast one too) kretry's raw watchers all watch to the end and miss no change,
+// unless on a 410 that was true everywhere (stock's are reported, not checked: a plain Watch
+// ends when its apiserver stops).
 func TestFleetHA(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
