@@ -41,33 +41,57 @@ func (a haAttempt) delivered() bool { return a.Events > 0 || a.Fetch && a.Status
 // delivered (the stream that broke, or the fetch the agent started from: the head) to the
 // handover (the relist's first fetch, or the raw watcher's last attempt).
 type haChain struct {
-	Node int     `json:"node"`
-	Raw  bool    `json:"raw_watcher,omitempty"` // a raw watcher's end; else an informer's relist
-	At   float64 `json:"at"`                    // the handover's attempt
+	Node int  `json:"node"`
+	Raw  bool `json:"raw_watcher,omitempty"` // a raw watcher's end; else an informer's relist
+	// At is the relist's first fetch, or the raw watcher's end; HandedAt when the 410 reached
+	// client-go: when the last attempt before At ended (the raw watcher's end).
+	At       float64 `json:"at"`
+	HandedAt float64 `json:"handed_at"`
 	// From is the apiserver whose 410 was handed over (the chain's last 410), GoneAt when it
 	// came, RV the resume point it was about; From is -1 when no 410 came.
 	From   int     `json:"from"`
 	GoneAt float64 `json:"gone_at,omitempty"`
 	RV     string  `json:"resume_rv,omitempty"`
-	// NewConns counts the attempts after the head, up to that 410, on a new connection: the
-	// connections the search made.
+	// NewConns counts the attempts after the head, up to the handover, on a new connection:
+	// the connections the search made.
 	NewConns int `json:"new_conns"`
 	// PointAt is when the resume point was written (the writer's last write at or below it;
-	// the mark if none); HeldBy an apiserver that held it when the 410 came (heldBy), -1: none.
+	// the mark if none); HeldBy an apiserver that held it at HandedAt (heldBy), -1: none.
 	PointAt  float64     `json:"point_at"`
 	HeldBy   int         `json:"held_by"`
 	Attempts []haAttempt `json:"attempts"`
 }
 
+// last is the chain's last attempt before the handover: the raw watcher's last, or the one
+// before the relist's fetch.
+func (c haChain) last() haAttempt {
+	if c.Raw {
+		return c.Attempts[len(c.Attempts)-1]
+	}
+	return c.Attempts[len(c.Attempts)-2]
+}
+
+// late reports whether the 410 handed over came before the chain's last attempt, which was
+// answered without one: the search found an apiserver, its stream broke later, and the 410
+// was handed over then, nothing asked after the break.
+func (c haChain) late() bool {
+	return c.From >= 0 && len(c.Attempts) > 1 && !c.last().gone() && c.last().At > c.GoneAt
+}
+
 // haChains finds an agent's handovers in its attempts after markAt: each run of fetches that
-// follows a watch (an informer's relist) or, for a raw watcher that ended on a 410
-// (rawGone), its last attempt; PointAt and HeldBy are left to the caller.
-func haChains(node int, attempts []haAttempt, markAt float64, rawGone bool) []haChain {
+// follows a watch (an informer's relist) or, for a raw watcher that ended on a 410 at rawEnd
+// (seconds; negative for an informer), its last attempt before then; PointAt and HeldBy are
+// left to the caller.
+func haChains(node int, attempts []haAttempt, markAt, rawEnd float64) []haChain {
+	raw := rawEnd >= 0
 	var ends []int // the handovers' attempts
-	switch {
-	case rawGone && len(attempts) > 0:
-		ends = []int{len(attempts) - 1}
-	case !rawGone:
+	if raw {
+		for i, a := range attempts {
+			if a.At <= rawEnd {
+				ends = []int{i}
+			}
+		}
+	} else {
 		for i, a := range attempts {
 			if a.Fetch && a.At > markAt && i > 0 && !attempts[i-1].Fetch {
 				ends = append(ends, i)
@@ -83,22 +107,20 @@ func haChains(node int, attempts []haAttempt, markAt float64, rawGone bool) []ha
 				break
 			}
 		}
-		c := haChain{Node: node, Raw: rawGone, At: attempts[end].At, From: -1, HeldBy: -1,
+		c := haChain{Node: node, Raw: raw, At: attempts[end].At, From: -1, HeldBy: -1,
 			Attempts: slices.Clone(attempts[head : end+1])}
-		last := -1
-		for k := head + 1; k <= end; k++ {
+		search := end // the attempts the search made: up to the raw watcher's last, or before the relist's fetch
+		if !raw {
+			search = end - 1
+		}
+		c.HandedAt = attempts[search].Ended
+		if raw {
+			c.At, c.HandedAt = rawEnd, rawEnd
+		}
+		for k := head + 1; k <= search; k++ {
 			if attempts[k].gone() {
-				last = k
+				c.From, c.GoneAt, c.RV = attempts[k].Server, attempts[k].At, attempts[k].RV
 			}
-		}
-		upTo := end // a raw watcher's last attempt; a relist's fetch is not the search's
-		if !rawGone {
-			upTo = end - 1
-		}
-		if last >= 0 {
-			c.From, c.GoneAt, c.RV, upTo = attempts[last].Server, attempts[last].At, attempts[last].RV, last
-		}
-		for k := head + 1; k <= upTo; k++ {
 			if attempts[k].NewConn {
 				c.NewConns++
 			}
@@ -111,13 +133,15 @@ func haChains(node int, attempts []haAttempt, markAt float64, rawGone bool) []ha
 // fleetHATrace is a kretry run's chains, with when each resume point was written and whether
 // an apiserver held it when its 410 came.
 func fleetHATrace(r *fleetHARun, agents []*haAgent, began time.Time, markAt float64, writes []haWrite) []haChain {
-	rawGone := map[int]bool{}
+	rawEnds := map[int]float64{} // the raw watchers that ended on a 410: when
 	for _, w := range r.RawWatchers {
-		rawGone[w.Node] = w.Ended == "410"
+		if w.Ended == "410" {
+			rawEnds[w.Node] = w.EndedAt
+		}
 	}
 	var out []haChain
 	for _, a := range agents {
-		if a.isRaw && !rawGone[a.node] {
+		if _, gone := rawEnds[a.node]; a.isRaw && !gone {
 			continue
 		}
 		a.mu.Lock()
@@ -126,10 +150,14 @@ func fleetHATrace(r *fleetHARun, agents []*haAgent, began time.Time, markAt floa
 			attempts[i] = *att
 		}
 		a.mu.Unlock()
-		for _, c := range haChains(a.node, attempts, markAt, a.isRaw) {
+		rawEnd := -1.0
+		if a.isRaw {
+			rawEnd = rawEnds[a.node]
+		}
+		for _, c := range haChains(a.node, attempts, markAt, rawEnd) {
 			if c.From >= 0 {
 				c.PointAt = pointTime(c.RV, writes, began, markAt)
-				c.HeldBy = r.heldBy(c.PointAt, c.GoneAt)
+				c.HeldBy = r.heldBy(c.PointAt, c.HandedAt)
 			}
 			out = append(out, c)
 		}
@@ -165,7 +193,7 @@ func fleetHATraceSummary(r *fleetHARun) string {
 		return ""
 	}
 	var b strings.Builder
-	relists, raw := 0, 0
+	relists, raw, late := 0, 0, 0
 	from, conns, held := map[int]int{}, map[int]int{}, map[int]int{}
 	type answers struct{ all, gone int }
 	answered := map[int]*answers{}
@@ -179,6 +207,9 @@ func fleetHATraceSummary(r *fleetHARun) string {
 		if c.From >= 0 {
 			conns[c.NewConns]++
 			held[c.HeldBy]++
+		}
+		if c.late() {
+			late++
 		}
 		for _, a := range c.Attempts[1:] {
 			if answered[a.Server] == nil {
@@ -218,12 +249,16 @@ func fleetHATraceSummary(r *fleetHARun) string {
 		ans = append(ans, fmt.Sprintf("%s %d (410: %d)", serverName(k), answered[k].all, answered[k].gone))
 	}
 	fmt.Fprintf(&b, "  attempts after the stream broke, by who answered: %s\n", strings.Join(ans, ", "))
-	fmt.Fprintf(&b, "  an apiserver held the resume point when the 410 came: %s\n", count(held, func(k int) string {
+	fmt.Fprintf(&b, "  an apiserver held the resume point when the 410 was handed over: %s\n", count(held, func(k int) string {
 		if k < 0 {
 			return "none (a true 410)"
 		}
 		return fmt.Sprintf("apiserver %d", k)
 	}))
+	if late > 0 {
+		fmt.Fprintf(&b, "  handed over late, %d: the search had found an apiserver, its stream broke later, and the 410 came\n"+
+			"    over then, nothing asked after the break\n", late)
+	}
 	for i, c := range r.Trace {
 		if i == fleetHATraceShown {
 			fmt.Fprintf(&b, "  ... %d more in the JSON\n", len(r.Trace)-i)
@@ -275,44 +310,63 @@ func (c haChain) String() string {
 	if c.HeldBy >= 0 {
 		held = fmt.Sprintf("apiserver %d held it", c.HeldBy)
 	}
-	fmt.Fprintf(&b, " | 410 from apiserver %d after %d new connections; point rv %s written at %.1fs, %s", c.From, c.NewConns, c.RV, c.PointAt, held)
+	connections := "connections"
+	if c.NewConns == 1 {
+		connections = "connection"
+	}
+	fmt.Fprintf(&b, " | 410 from apiserver %d at %.1fs after %d new %s", c.From, c.GoneAt, c.NewConns, connections)
+	if c.late() {
+		last := c.last()
+		fmt.Fprintf(&b, ", handed over at %.1fs when %s's %s ended, nothing asked since", c.HandedAt, serverName(last.Server), last.Status)
+	}
+	fmt.Fprintf(&b, "; point rv %s written at %.1fs, at the handover %s", c.RV, c.PointAt, held)
 	return b.String()
 }
 
 // TestFleetHAChains: the trace's chains without a control plane.
 func TestFleetHAChains(t *testing.T) {
-	stream := func(at float64, server int, events int, ended float64) haAttempt {
-		return haAttempt{At: at, RV: "100", Status: "200", Server: server, Events: events, Ended: ended}
+	stream := func(at float64, server int, events int, ended float64, newConn bool) haAttempt {
+		return haAttempt{At: at, RV: "100", Status: "200", Server: server, Events: events, Ended: ended, NewConn: newConn}
 	}
 	gone := func(at float64, server int, newConn bool) haAttempt {
-		return haAttempt{At: at, RV: "150", Status: "200+410", Server: server, NewConn: newConn, Ended: at + 0.01}
+		return haAttempt{At: at, RV: "150", Status: "200+410", Server: server, NewConn: newConn, Ended: at}
 	}
 	fetch := func(at float64) haAttempt {
 		return haAttempt{At: at, Fetch: true, Status: "200", Server: 0, Events: 6}
 	}
+	const informer = -1 // no raw watcher's end
 	for _, tc := range []struct {
 		name     string
 		attempts []haAttempt
-		rawGone  bool
+		rawEnd   float64
 		want     []haChain // Attempts compared by count
+		late     bool
 	}{
-		{"no relist", []haAttempt{fetch(1), stream(20, 1, 4, 30), stream(30.2, 0, 2, 0)}, false, nil},
+		{"no relist", []haAttempt{fetch(1), stream(20, 1, 4, 30, true), stream(30.2, 0, 2, 0, true)}, informer, nil, false},
 		{"a relist after three 410s from apiserver 1, two on new connections",
-			[]haAttempt{fetch(1), stream(20, 0, 4, 30), gone(30.1, 1, true), gone(30.3, 1, false), gone(30.6, 1, true), fetch(31)}, false,
-			[]haChain{{At: 31, From: 1, GoneAt: 30.6, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 5)}}},
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30, false), gone(30.1, 1, true), gone(30.3, 1, false), gone(30.6, 1, true), fetch(31)}, informer,
+			[]haChain{{At: 31, HandedAt: 30.6, From: 1, GoneAt: 30.6, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 5)}}, false},
 		{"the fetch before the mark is the informer's first, not a relist",
-			[]haAttempt{stream(1, 0, 0, 2), fetch(2), stream(3, 0, 1, 0)}, false, nil},
+			[]haAttempt{stream(1, 0, 0, 2, false), fetch(2), stream(3, 0, 1, 0, false)}, informer, nil, false},
 		{"a resume that streamed nothing is not the head: the chain goes back to the stream that did",
-			[]haAttempt{fetch(1), stream(20, 0, 4, 30), stream(30.1, 1, 0, 40), gone(40.2, 1, true), fetch(41)}, false,
-			[]haChain{{At: 41, From: 1, GoneAt: 40.2, RV: "150", NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 4)}}},
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30, false), stream(30.1, 1, 0, 40, false), gone(40.2, 1, true), fetch(41)}, informer,
+			[]haChain{{At: 41, HandedAt: 40.2, From: 1, GoneAt: 40.2, RV: "150", NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 4)}}, false},
 		{"a relist after errors, no 410",
-			[]haAttempt{fetch(1), stream(20, 0, 4, 30), {At: 30.1, Status: "error", Server: -1, NewConn: true}, fetch(31)}, false,
-			[]haChain{{At: 31, From: -1, NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 3)}}},
+			[]haAttempt{fetch(1), stream(20, 0, 4, 30, false), {At: 30.1, Status: "error", Server: -1, NewConn: true, Ended: 30.1}, fetch(31)}, informer,
+			[]haChain{{At: 31, HandedAt: 30.1, From: -1, NewConns: 1, HeldBy: -1, Attempts: make([]haAttempt, 3)}}, false},
 		{"a raw watcher's end on a 410: its LIST is the head when its stream brought nothing",
-			[]haAttempt{fetch(1), stream(1.1, 0, 0, 30), gone(30.1, 1, true), gone(30.4, 1, true)}, true,
-			[]haChain{{Raw: true, At: 30.4, From: 1, GoneAt: 30.4, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 4)}}},
+			[]haAttempt{fetch(1), stream(1.1, 0, 0, 30, false), gone(30.1, 1, true), gone(30.4, 1, true)}, 30.42,
+			[]haChain{{Raw: true, At: 30.42, HandedAt: 30.42, From: 1, GoneAt: 30.4, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 4)}}, false},
+		// Seen at N = 100 behind two apiservers: the search found apiserver 1; when its stream
+		// broke 18 s later the relist came with nothing asked after the break.
+		{"a late handover: the 410s, then a stream from another apiserver, then the relist",
+			[]haAttempt{fetch(1), gone(5.6, 0, true), gone(6.8, 0, false), stream(6.9, 1, 0, 24.95, true), fetch(26.1)}, informer,
+			[]haChain{{At: 26.1, HandedAt: 24.95, From: 0, GoneAt: 6.8, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 5)}}, true},
+		{"a raw watcher's late end",
+			[]haAttempt{stream(0.3, 0, 1, 5.6, false), gone(5.6, 0, true), stream(6.9, 1, 0, 24.95, true)}, 24.951,
+			[]haChain{{Raw: true, At: 24.951, HandedAt: 24.951, From: 0, GoneAt: 5.6, RV: "150", NewConns: 2, HeldBy: -1, Attempts: make([]haAttempt, 3)}}, true},
 	} {
-		got := haChains(7, tc.attempts, 10, tc.rawGone)
+		got := haChains(7, tc.attempts, 10, tc.rawEnd)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: %d chains, want %d: %+v", tc.name, len(got), len(tc.want), got)
 			continue
@@ -322,6 +376,9 @@ func TestFleetHAChains(t *testing.T) {
 			w.Node = 7
 			if len(c.Attempts) != len(w.Attempts) {
 				t.Errorf("%s: chain %d has %d attempts, want %d: %s", tc.name, i, len(c.Attempts), len(w.Attempts), c)
+			}
+			if c.late() != tc.late {
+				t.Errorf("%s: late %v, want %v: %s", tc.name, c.late(), tc.late, c)
 			}
 			type fields haChain // without String, to compare every field
 			c.Attempts, w.Attempts = nil, nil
