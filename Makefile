@@ -174,9 +174,10 @@ fleet:
 ## connections and the writer's PATCHes. Prints the table, the check (per apiserver count and
 ## pace, each kretry run's apiserver CPU over the run and in its busiest 5 s, etcd ranges, bytes
 ## sent, relists, fetches and the writer's PATCH p50/p99 at or under the median of the stock runs
-## plus their spread) and kretry's trace of each relist; docs/fleet-ha.json (the trace in it) and
-## docs/fleet-ha.png (the plot) come from it, the plot drawn even when the check fails (the
-## target still fails then). Without -race: it measures CPU. docs/fleet.md says how long it takes.
+## plus their spread) and kretry's trace of each relist; docs/fleet-ha.json, docs/fleet-ha-trace.json
+## (beside it: each kretry relist's attempts on the wire) and docs/fleet-ha.png (the plot) come
+## from it, the plot drawn even when the check fails (the target still fails then). Without
+## -race: it measures CPU. docs/fleet.md says how long it takes.
 FLEETHA_AGENTS     ?= 1000
 FLEETHA_RUNS       ?= 3
 FLEETHA_PACES      ?= fast,cloud
@@ -186,7 +187,7 @@ FLEETHA_PLOT       ?= docs/fleet-ha.png
 fleet-ha:
 	@$(MAKE) --no-print-directory apiserver
 	@$(MAKE) --no-print-directory e2e-deps
-	@rm -f $(FLEETHA_JSON)
+	@rm -f $(FLEETHA_JSON) $(FLEETHA_JSON:.json=-trace.json)
 	KRETRY_E2E=1 KRETRY_FLEETHA_AGENTS=$(FLEETHA_AGENTS) KRETRY_FLEETHA_RUNS=$(FLEETHA_RUNS) KRETRY_FLEETHA_PACES=$(FLEETHA_PACES) \
 		KRETRY_FLEETHA_APISERVERS=$(FLEETHA_APISERVERS) KRETRY_FLEETHA_JSON=$(CURDIR)/$(FLEETHA_JSON) \
 		$(GO) test -tags e2e -count=1 -timeout 150m -run '^TestFleetHA$$' -v ./e2e/; \

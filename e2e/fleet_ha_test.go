@@ -91,7 +91,8 @@ var fleetHARawWatchTimeout int64 = 3 * 3600
 // The trace of a kretry run (fleet_ha_trace_test.go): for each relist and each raw watcher that
 // ended on a 410, the watch attempts that led to it on the wire, which apiserver answered each
 // (by its certificate), on a new connection or not, and whether an apiserver held the resume
-// point when the 410 was handed over. In the JSON, summed up in the log.
+// point when the 410 was handed over. In a file beside the JSON (fleetHATracePath), summed up
+// in the log.
 //
 // The check (unless KRETRY_FLEETHA_CHECK=0; fleet_ha_check_test.go): per apiserver count and
 // pace, each figure of the yardstick of each kretry run at or under the median of the stock runs
@@ -145,6 +146,9 @@ func TestFleetHA(t *testing.T) {
 		data, _ := json.MarshalIndent(fleetHAFile{Agents: n, Machine: machineLine(), Runs: all}, "", " ")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Errorf("write %s: %v", path, err)
+		}
+		if err := writeFleetHATraces(fleetHATracePath(path), n, all); err != nil {
+			t.Errorf("write the trace: %v", err)
 		}
 	}
 	if os.Getenv(fleetHACheckEnv) == "0" {
@@ -348,7 +352,8 @@ func fleetHARawAgents(n, raw int) []bool {
 	return isRaw
 }
 
-// fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json.
+// fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json. The trace goes beside
+// it (fleetHATracePath).
 func fleetHAJSONPath() string {
 	if p := os.Getenv(fleetHAJSONEnv); p != "" {
 		return p
@@ -429,8 +434,9 @@ type fleetHARun struct {
 	Series     []haPoint   `json:"series"`
 
 	// Trace is kretry's runs' account of each 410 handed over: its relists and the raw
-	// watchers that ended on a 410 (fleet_ha_trace_test.go).
-	Trace []haChain `json:"trace,omitempty"`
+	// watchers that ended on a 410 (fleet_ha_trace_test.go). It goes to a file of its own,
+	// beside the JSON: thousands of chains at N = 1,000.
+	Trace []haChain `json:"-"`
 }
 
 // cpu is the apiservers' CPU seconds over the run, summed.

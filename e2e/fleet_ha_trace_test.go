@@ -3,9 +3,12 @@
 package e2e_test
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,7 +185,40 @@ func pointTime(rv string, writes []haWrite, began time.Time, markAt float64) flo
 	return at
 }
 
-// fleetHATraceShown is how many chains a run's summary spells out; the JSON has them all.
+// fleetHATracePath is where the trace goes beside the runs' JSON at path: x.json, x-trace.json.
+func fleetHATracePath(path string) string { return strings.TrimSuffix(path, ".json") + "-trace.json" }
+
+// haTraceRun is one kretry run's trace in the trace file, with what it needs to be read alone.
+type haTraceRun struct {
+	APIServers int         `json:"apiservers"`
+	Pace       string      `json:"pace"`
+	Client     string      `json:"client"`
+	Run        int         `json:"run"`
+	RestartLog []haRestart `json:"restart_log"`
+	Trace      []haChain   `json:"trace"`
+}
+
+// writeFleetHATraces writes the kretry runs' traces to path, one chain a line.
+func writeFleetHATraces(path string, agents int, runs []*fleetHARun) error {
+	var out []haTraceRun
+	for _, r := range runs {
+		if r.Client == "kretry" {
+			out = append(out, haTraceRun{r.servers(), r.Pace, r.Client, r.Run, r.RestartLog, r.Trace})
+		}
+	}
+	data, err := json.Marshal(struct {
+		Agents int          `json:"agents"`
+		Runs   []haTraceRun `json:"runs"`
+	}{agents, out})
+	if err != nil {
+		return err
+	}
+	// One chain a line, so that a reader can grep for a node.
+	data = bytes.ReplaceAll(data, []byte(`{"node":`), []byte("\n{\"node\":"))
+	return os.WriteFile(path, data, 0o644)
+}
+
+// fleetHATraceShown is how many chains a run's summary spells out; the trace file has them all.
 const fleetHATraceShown = 12
 
 // fleetHATraceSummary sums up a kretry run's trace for the log: whose 410s were handed over,
@@ -261,7 +297,7 @@ func fleetHATraceSummary(r *fleetHARun) string {
 	}
 	for i, c := range r.Trace {
 		if i == fleetHATraceShown {
-			fmt.Fprintf(&b, "  ... %d more in the JSON\n", len(r.Trace)-i)
+			fmt.Fprintf(&b, "  ... %d more in the trace file\n", len(r.Trace)-i)
 			break
 		}
 		b.WriteString("  " + c.String() + "\n")
@@ -400,5 +436,35 @@ func TestPointTime(t *testing.T) {
 		if got := pointTime(tc.rv, writes, began, 5); got != tc.want {
 			t.Errorf("rv %q: %v, want %v", tc.rv, got, tc.want)
 		}
+	}
+}
+
+// TestFleetHATraceFile: the trace file beside the JSON holds kretry's runs, one chain a line.
+func TestFleetHATraceFile(t *testing.T) {
+	path := fleetHATracePath(t.TempDir() + "/fleet-ha.json")
+	if !strings.HasSuffix(path, "/fleet-ha-trace.json") {
+		t.Fatalf("trace path %s", path)
+	}
+	chains := []haChain{{Node: 3, From: 1, Attempts: []haAttempt{{At: 1, Status: "200+410"}}}, {Node: 4, From: -1}}
+	runs := []*fleetHARun{{APIServers: 3, Pace: "cloud", Client: "stock", Run: 1}, {APIServers: 3, Pace: "cloud", Client: "kretry", Run: 1, Trace: chains}}
+	if err := writeFleetHATraces(path, 50, runs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Agents int          `json:"agents"`
+		Runs   []haTraceRun `json:"runs"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Agents != 50 || len(got.Runs) != 1 || got.Runs[0].Client != "kretry" || len(got.Runs[0].Trace) != 2 || got.Runs[0].Trace[0].Attempts[0].Status != "200+410" {
+		t.Errorf("read back %+v", got)
+	}
+	if lines := strings.Count(string(data), "\n"); lines != 2 {
+		t.Errorf("%d line breaks, want one before each of the 2 chains:\n%s", lines, data)
 	}
 }
