@@ -31,17 +31,22 @@ func (m fleetHAMargin) of(stock float64, informers int) float64 {
 }
 
 // fleetHAYardstick is what kretry may cost the control plane (the design's yardstick), gated
-// per run. The
-// margins for a lone stock run (make test's gate, N = 50, one run): fetches and relists 5% of
-// the informers + 2, CPU 25% + 2 s, as before: on 2 cores a neighbour's burst moves a run's
-// apiserver CPU by 10-20%. The others were chosen from runs at N = 50 and 100 on the shared
-// 2-core machine (docs/fleet.md): the busiest 5 s moved by up to a third between a stock
-// and a kretry run that did the same work; etcd's ranges are mostly the apiservers' own
-// (about 1,150 a run behind two, whatever the fleet), so a few percent; the bytes sent
-// are mostly the writer's changes streamed to the agents, and a search's new TLS connection
-// costs about 2 KiB; the writer's PATCHes take a few milliseconds at the median and tens to
-// hundreds at the p99, which is five or so PATCHes of a run at N = 50, set by the restarts
-// the runs share.
+// per run. The margins for a lone stock run (make test's gate, N = 50, one run, stock first),
+// from ten such pairs of runs at N = 50 and 100 behind two and three apiservers on the shared
+// 2-core machine, and 3 stock runs at N = 50 behind three (stock's own spread):
+//   - relists and fetches: 5% of the informers + 2, and CPU over the run 25% + 2 s, as before
+//     (on 2 cores a neighbour's burst moves a run's apiserver CPU by 10-20%);
+//   - CPU in the busiest 5 s: 25% + 0.5 s; it was 1.6-2.4 s, kretry's up to 0.41 s (22%) over
+//     stock's in a pair, stock's three runs 1.81-1.99 s;
+//   - etcd ranges: 5% + 10. Most are the apiservers' own (about 1,150 a run behind two, 1,800
+//     behind three, whatever the fleet), and the second run in a cluster reads more than the
+//     first: kretry's, second in make test, read up to 58 (3.2%) more than stock's, and stock's
+//     read 8 more when second;
+//   - bytes sent: 10% + 0.1 MiB; three stock runs were within 0.01 MiB of each other;
+//   - the writer's PATCH p50: 50% + 5 ms (9-14 ms, kretry up to 3.7 ms over stock); p99: 100% +
+//     100 ms: 24-52 ms in most runs, but 81 and 322 ms in two stock runs while the machine was
+//     65-100% busy (at N = 50 the p99 is the sixth-slowest of about 550 PATCHes, and which of
+//     them meet the writer's own apiserver's restart is chance).
 var fleetHAYardstick = []fleetHAFigure{
 	{"relists", "%.0f", func(r *fleetHARun) float64 { return float64(r.Relists) },
 		fleetHAMargin{perInformer: 0.05, abs: 2, why: "5% of the informers + 2"}},
@@ -50,15 +55,15 @@ var fleetHAYardstick = []fleetHAFigure{
 	{"apiserver CPU s", "%.1f", (*fleetHARun).cpu,
 		fleetHAMargin{rel: 0.25, abs: 2, why: "25% + 2 s"}},
 	{"apiserver CPU s, busiest 5 s", "%.2f", func(r *fleetHARun) float64 { return r.CPUBusiest5s },
-		fleetHAMargin{rel: 0.35, abs: 0.5, why: "35% + 0.5 s"}},
+		fleetHAMargin{rel: 0.25, abs: 0.5, why: "25% + 0.5 s"}},
 	{"etcd ranges", "%.0f", func(r *fleetHARun) float64 { return float64(r.EtcdRanges) },
-		fleetHAMargin{rel: 0.03, abs: 10, why: "3% + 10"}},
+		fleetHAMargin{rel: 0.05, abs: 10, why: "5% + 10"}},
 	{"MiB sent to the agents", "%.2f", func(r *fleetHARun) float64 { return float64(r.SentBytes) / (1 << 20) },
 		fleetHAMargin{rel: 0.10, abs: 0.1, why: "10% + 0.1 MiB"}},
 	{"writer's PATCH p50 ms", "%.1f", func(r *fleetHARun) float64 { return r.PatchP50 },
 		fleetHAMargin{rel: 0.5, abs: 5, why: "50% + 5 ms"}},
 	{"writer's PATCH p99 ms", "%.0f", func(r *fleetHARun) float64 { return r.PatchP99 },
-		fleetHAMargin{rel: 1, abs: 50, why: "100% + 50 ms"}},
+		fleetHAMargin{rel: 1, abs: 100, why: "100% + 100 ms"}},
 }
 
 // fleetHALimit is the check's one rule: a kretry run's figure may be at most the median of
