@@ -247,7 +247,11 @@ func fleetHATraceSummary(r *fleetHARun) string {
 		if c.late() {
 			late++
 		}
-		for _, a := range c.Attempts[1:] {
+		search := c.Attempts[1:]
+		if !c.Raw {
+			search = search[:len(search)-1] // the relist's fetch is not the search's
+		}
+		for _, a := range search {
 			if answered[a.Server] == nil {
 				answered[a.Server] = &answers{}
 			}
