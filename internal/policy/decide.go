@@ -22,7 +22,8 @@ import "time"
 //  6. ListBodyBroke: resumed, the first break of a run at once, later ones
 //     after the backoff, within the window.
 //  7. Gone, a resume's after a lost connection, the watch cache's: retried
-//     at once on a new connection while the search goes on.
+//     at once on a new connection while the search goes on: within its
+//     bound and count, while an apiserver not heard from may answer.
 //  8. Gone otherwise: held for a draw from the step its run of failures
 //     reached, or handed over at once.
 //
@@ -58,6 +59,11 @@ func (t *Tracker) note(f Failure, now time.Time) {
 	}
 	if t.run.upForWindow(now, t.policy.cfg.InternalErrorWindow) {
 		t.endRuns()
+	}
+	if f.Kind == StreamBroke {
+		// A stream breaks only after a 200: the apiserver that answered
+		// it held the resume point, and a search under way found it.
+		t.search = search{}
 	}
 	t.run.failed(now, f.Kind == ServerError || f.Kind == NoAnswer || f.Kind == ListBodyBroke)
 	switch {
@@ -237,7 +243,7 @@ func (t *Tracker) unlessPastDeadline(d Decision, now time.Time) Decision {
 func (t *Tracker) commit(f Failure, d Decision, now time.Time) {
 	switch {
 	case d.NewConnection:
-		t.search.retried(f, now, t.loss.searchLimit(now))
+		t.search.retried(f, t.loss.server, now, t.loss.searchLimit(now))
 	case f.Kind == StreamBroke && f.InvalidFrames == 0:
 		t.loss = loss{from: now.Add(d.Wait), server: f.Server}
 	}
