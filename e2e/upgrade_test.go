@@ -68,9 +68,10 @@ const upgradeRounds = 2
 // profile: each informer fetched its initial state once, the raw watcher never ended and saw
 // every change. kretry, cloud profile: a resume that lands on the freshly restarted
 // kube-apiserver gets 410 (its watch cache begins after the resume point, the other server's
-// does not); kretry retries that 410 on up to six new connections within 3 s, and when every
-// one lands on the fresh server again (about one resume in 64 behind round robin) the 410
-// reaches the caller as any 410 does. So a relist and an ended raw watcher stay possible, if
+// does not); kretry retries that 410 on new connections within 3 s (at most twenty; six once
+// a reopening failed through the balancer and 3 s passed), and when every one lands on the
+// fresh server again (about one resume in 64 behind round robin, with six) the 410 reaches the
+// caller as any 410 does. So a relist and an ended raw watcher stay possible, if
 // rare (five runs without one: docs/e2e-rolling-upgrade.md), and the test asserts only what
 // holds anyway: no event lost or repeated before that 410, and a raw watcher ends only on one.
 //
