@@ -83,25 +83,14 @@ func TestRollingUpgrade(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
 	}
-	runs := 1
-	if v := os.Getenv(upgradeRunsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive number", upgradeRunsEnv, v)
-		}
-		runs = n
-	}
+	runs := envInt(t, upgradeRunsEnv, 1)
 	balance := os.Getenv(upgradeBalanceEnv)
 	if balance == "" {
 		balance = "roundrobin"
 	}
-	servers := 2
-	if v := os.Getenv(upgradeServersEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			t.Fatalf("%s=%q: want 2 or more", upgradeServersEnv, v)
-		}
-		servers = n
+	servers := envInt(t, upgradeServersEnv, 2)
+	if servers < 2 {
+		t.Fatalf("%s=%d: want 2 or more", upgradeServersEnv, servers)
 	}
 	closeSharedCluster(t) // one cluster at a time on the machine
 	if path := upgradeFiguresFile(); path != "" {
