@@ -299,19 +299,14 @@ func TestOutsideSearchSameSBoundsConnections(t *testing.T) {
 func TestOutsideSearchDifferentS(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
-		// The connection of the resume after the loss answers S (its ride
-		// too), the next one another S, the one after serves the watch.
-		first := 0
-		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(q *rigRequest) rigAnswer {
-			switch {
-			case first == 0 || q.conn == first:
-				first = q.conn
-				return answerTooOld(srchS)
-			case q.conn == first+1:
+		// The next connection answers another S, the one after serves the
+		// watch.
+		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: srchFirstThen(func(n int) rigAnswer {
+			if n == 1 {
 				return answerTooOld(srchS + 1)
 			}
 			return nil
-		}})
+		})})
 		r.wantResumed(t)
 		if c := r.wantRides(t); c.at(r.a) != 3 || c.searched != 2 {
 			t.Errorf("want resumes at A on exactly three new connections, two search retries: %v; %v", r, c)
@@ -328,14 +323,9 @@ func TestOutsideSearchDifferentS(t *testing.T) {
 func TestOutsideSearchTwoSsEnd(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, srchAll, func(t *testing.T, opts serverOpts) {
-		first := 0
-		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: func(q *rigRequest) rigAnswer {
-			if first == 0 || q.conn == first {
-				first = q.conn
-				return answerTooOld(srchS)
-			}
+		r := srchWatch(t, srchCase{opts: opts, route: srchOnlyA, fresh: srchFirstThen(func(int) rigAnswer {
 			return answerTooOld(srchS + 1)
-		}})
+		})})
 		r.wantBoundedGone(t)
 		c := r.wantRides(t)
 		switch {
@@ -345,6 +335,19 @@ func TestOutsideSearchTwoSsEnd(t *testing.T) {
 			t.Errorf("want resumes at A on 2..21 new connections: %v; %v", r, c)
 		}
 	})
+}
+
+// srchFirstThen answers the connection of the resume after the loss (its
+// ride too) with S, and the n-th connection after it with then(n).
+func srchFirstThen(then func(n int) rigAnswer) func(*rigRequest) rigAnswer {
+	first := 0
+	return func(q *rigRequest) rigAnswer {
+		if first == 0 || q.conn == first {
+			first = q.conn
+			return answerTooOld(srchS)
+		}
+		return then(q.conn - first)
+	}
 }
 
 // (6) The search's retry (over HTTP/2 the one after the ride of A's
