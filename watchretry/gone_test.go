@@ -332,3 +332,30 @@ func TestExpiredSearchEndsWithAnEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchEndsWhenTheStreamOpens: the search's retry reached an apiserver
+// that holds the resume point (a 200), and the stream stayed quiet, no
+// event to deliver, until it broke 10 s later. That break is resumed like
+// any other: the search ended at the 200. Fails before: the search was
+// still on at the break, the break's resume would start past its end, and
+// the search's first 410 reached the caller, 10 s after a stream had been
+// found (a relist, seen in `make fleet-ha` behind two and three
+// apiservers: node agents whose pods did not change for seconds).
+func TestSearchEndsWhenTheStreamOpens(t *testing.T) {
+	for _, inStream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ERROR event", false: "HTTP 410"}[inStream], func(t *testing.T) {
+			ct := jsonStream
+			first := event(t, ct, watch.Added, configMap("a", "101"))
+			var h *harness
+			quiet := reply{cut: true, cutAt: 0, onStart: func() { h.clock.Advance(10 * time.Second) }}
+			srv := newServer(t, ct, reply{body: first, cut: true, cutAt: len(first)},
+				expired(t, ct, inStream, tooOld("101", "500")), quiet,
+				reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true})
+			h = newHarness(t, srv, nil)
+			wantAddedThenModified(t, h)
+			if n := srv.requestCount(); n != 4 {
+				t.Errorf("%d requests, want 4: the watch, the resume's 410, the search's quiet stream, its resume", n)
+			}
+		})
+	}
+}

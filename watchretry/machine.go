@@ -80,7 +80,8 @@ type machine struct {
 	// point is where a resume reopens.
 	point resumePoint
 	// search, when set, is a search for an apiserver that holds the resume
-	// point under way: its first 410 and its end. Progress ends it.
+	// point under way: its first 410 and its end. Progress ends it, and so
+	// does a break of the stream a 200 opened.
 	search *goneSearch
 }
 
@@ -249,6 +250,13 @@ func (m *machine) streamed(ev *event) action {
 		}
 		return act
 	case evError, evBroke:
+		if ev.kind == evBroke {
+			// The stream broke after its 200: the apiserver that answered
+			// held the resume point, and a search under way found it (the
+			// policy's search ends at the break too). Its first 410 is
+			// nobody's now.
+			m.search = nil
+		}
 		return m.decided(ev)
 	case evEnd:
 		return m.finish(io.EOF, action{})

@@ -59,6 +59,11 @@ func (t *Tracker) note(f Failure, now time.Time) {
 	if t.run.upForWindow(now, t.policy.cfg.InternalErrorWindow) {
 		t.endRuns()
 	}
+	if f.Kind == StreamBroke {
+		// A stream breaks only after a 200: the apiserver that answered
+		// it held the resume point, and a search under way found it.
+		t.search = search{}
+	}
 	t.run.failed(now, f.Kind == ServerError || f.Kind == NoAnswer || f.Kind == ListBodyBroke)
 	switch {
 	case f.Kind == StreamBroke && f.InvalidFrames > 0,

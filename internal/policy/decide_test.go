@@ -90,6 +90,8 @@ func TestDecide(t *testing.T) {
 		{"breaks never spend a window", "TestBreak", then(times(broke(nil), 1), advance(time.Hour)), broke(nil), retry(1200 * time.Millisecond)},
 		{"a stream up for the window ended its run: at once", "TestStreamUpForAWindowMakesTheNextBreakImmediate",
 			then(times(broke(nil), 2), func(tr *policy.Tracker, _ *fakeclock.Clock) { tr.Opened() }, advance(30*time.Second)), broke(nil), retry(0)},
+		{"a break of the stream a search's 200 opened: resumed, the search over", "TestSearchEndsWhenTheStreamOpens",
+			then(times(broke(nil), 1), times(fresh, 1), advance(10*time.Second)), broke(nil), retry(1200 * time.Millisecond)},
 		{"the third invalid frame at a point: resumed", "TestInvalidFrameBound", none, invalid(3), retry(0)},
 		{"the fourth: handed over", "TestInvalidFrameBound", none, invalid(4),
 			policy.Decision{Action: policy.HandOver, Stop: policy.StoppedByCount}},
