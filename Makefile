@@ -82,7 +82,7 @@ release-check:
 IMAGE     ?= kretry-proxy.oci
 PLATFORMS ?= linux/amd64,linux/arm64
 image:
-	cd tools/image && GOWORK=off $(GO) run . -repo $(CURDIR) -o $(CURDIR)/$(IMAGE) -platforms $(PLATFORMS) $(if $(ALLOW_DIRTY),-allow-dirty)
+	cd tools/image && GOWORK=off $(GO) run . -repo $(CURDIR) -o $(abspath $(IMAGE)) -platforms $(PLATFORMS) $(if $(ALLOW_DIRTY),-allow-dirty)
 
 ## bump: require every kretry module at VERSION in every go.mod and go.work (make bump VERSION=v0.2.0).
 bump:

@@ -132,12 +132,7 @@ func isWatch(q rawReq) bool {
 func (s *watchServer) waitOut(c *rawConn, clk *vclock, d time.Duration) bool {
 	done := make(chan struct{})
 	clk.AfterFunc(d, func() { close(done) })
-	gone := make(chan struct{})
-	go func() {
-		b := make([]byte, 1)
-		c.Conn.Read(b)
-		close(gone)
-	}()
+	gone := clientLeaves(c)
 	s.held.Add(1)
 	defer s.held.Add(-1)
 	select {
@@ -155,18 +150,24 @@ func (s *watchServer) waitOut(c *rawConn, clk *vclock, d time.Duration) bool {
 
 // stay holds a stream open until the client leaves or cutStaying.
 func (s *watchServer) stay(c *rawConn, cut chan struct{}) bool {
+	select {
+	case <-cut:
+	case <-clientLeaves(c):
+	}
+	c.Close()
+	return false
+}
+
+// clientLeaves is closed when a read on c returns: the client closed the
+// connection, or the read's deadline passed.
+func clientLeaves(c *rawConn) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {
 		b := make([]byte, 1)
 		c.Conn.Read(b)
 		close(gone)
 	}()
-	select {
-	case <-cut:
-	case <-gone:
-	}
-	c.Close()
-	return false
+	return gone
 }
 
 // cutStaying closes every stream staying open.
