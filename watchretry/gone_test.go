@@ -88,8 +88,9 @@ func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
 // every apiserver's cache. kretry delivers exactly one 410, after at most
 // twenty retries within 3 s, and the watch ends: no loop. Apiservers that
 // name other oldest resourceVersions than the first are others lacking the
-// point: the retries end when those answer six 410s in a row (the first
-// one's own aside), behind two or three.
+// point: the retries end at the sixth 410 in a row from apiservers heard
+// from already, the first one's counting once another has answered, behind
+// two or three.
 func TestExpiredEverywhereIsOne410(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -98,9 +99,11 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 	}{
 		{"the same cache each time: twenty retries", func(int) string { return "500" }, 22},
 		// Before, the second apiserver's 410 ended the search (3 requests),
-		// and behind three a client relisted though the third held its point.
-		{"two apiservers, each its own cache: six of the other's 410s", func(n int) string { return []string{"500", "480"}[n%2] }, 13},
-		{"three apiservers, each its own cache: six of the others' in a row", func(n int) string { return []string{"500", "480", "490"}[n%3] }, 12},
+		// and behind three a client relisted though the third held its
+		// point; then, when only the other's 410s counted, the two took
+		// turns for 13 requests.
+		{"two apiservers, each its own cache: six 410s in a row from both", func(n int) string { return []string{"500", "480"}[n%2] }, 8},
+		{"three apiservers, each its own cache: six in a row once all were heard", func(n int) string { return []string{"500", "480", "490"}[n%3] }, 9},
 	}
 	for _, tt := range tests {
 		for _, inStream := range []bool{true, false} {

@@ -23,8 +23,10 @@ const (
 )
 
 // maxHeardAgain is how many 410s in a row from apiservers the search has
-// heard from already (the stream's own aside) it retries: the next one
-// ends it, no apiserver it can reach seeming to hold the point.
+// heard from already it retries: the next one ends it, no apiserver it can
+// reach seeming to hold the point. The stream's own apiserver, restarted,
+// counts once another has answered: until then its 410s say nothing of the
+// others.
 //
 // A client cannot count the apiservers behind its balancer: it knows the
 // one or two its connections reached. A 410 from an apiserver other than
@@ -36,7 +38,10 @@ const (
 // maxHeardAgain+1 more, the price of not knowing there is no third; behind
 // three, each new connection reaches the third about every other time (the
 // stopped apiserver's turns aside), so a search that met the other stale
-// one first misses the third one time in 2^(maxHeardAgain+1). Chosen with
+// one first misses the third one time in 2^(maxHeardAgain+1). When every
+// apiserver lacks the point (all restarted after etcd compacted past it),
+// the stream's own and the other take turns: counting the own one's 410s
+// once the other has answered ends that search as soon. Chosen with
 // `make fleet-ha` (docs/fleet.md).
 const maxHeardAgain = 4
 
@@ -52,11 +57,12 @@ type search struct {
 	conn any
 	// own is the stream's own apiserver, restarted: the first to answer a
 	// 410 that may be the one the stream lost (see mayBeOwn); zero until
-	// one did. Its 410s say nothing of the others: one may hold the point.
+	// one did. Until another answers, its 410s say nothing of the others:
+	// one may hold the point.
 	own apiserverID
 	// heard are the other apiservers that answered a 410 in this search;
 	// again counts the 410s in a row, each over a new connection, from one
-	// of them since the last was first heard from.
+	// of them or from own since the last was first heard from.
 	heard []apiserverID
 	again int
 }
@@ -98,8 +104,8 @@ func (s *search) newConnection(f Failure) bool {
 // starts now being allowed limit new connections. It may while it is
 // within its bound and its count, and while a new connection may still
 // reach an apiserver it has not heard from: until maxHeardAgain+1 of its
-// 410s in a row came from apiservers other than the stream's that it had
-// heard from already.
+// 410s in a row came from apiservers it had heard from already, the
+// stream's own counting once another has answered.
 func (s *search) goesOn(f Failure, lost any, now time.Time, limit int) bool {
 	if s.active() {
 		limit = s.limit
@@ -123,10 +129,10 @@ func (s *search) isOwn(f Failure, lost any) bool {
 // heardAgain is what the count of 410s in a row from apiservers heard
 // already becomes with the 410 f.
 func (s *search) heardAgain(f Failure, lost any) int {
-	switch {
-	case s.isOwn(f, lost):
+	switch own := s.isOwn(f, lost); {
+	case own && len(s.heard) == 0:
 		return s.again
-	case !slices.Contains(s.heard, idOf(f)):
+	case !own && !slices.Contains(s.heard, idOf(f)):
 		return 0
 	case s.newConnection(f):
 		return s.again + 1
