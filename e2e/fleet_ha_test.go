@@ -370,7 +370,8 @@ type fleetHAFile struct {
 
 // fleetHARun is one upgrade under one fleet.
 type fleetHARun struct {
-	APIServers int    `json:"apiservers"` // behind the balancer (absent in runs before it was recorded: 2)
+	APIServers int    `json:"apiservers"`            // behind the balancer (absent in runs before it was recorded: 2)
+	ServingKey string `json:"serving_key,omitempty"` // the serving certificates' key type; empty: RSA-2048
 	Pace       string `json:"pace"`
 	Client     string `json:"client"`
 	Run        int    `json:"run"`
@@ -1406,7 +1407,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, certs map
 		name = "kretry"
 	}
 	servers := c.Servers()
-	r := &fleetHARun{APIServers: len(servers), Pace: p.Name, Client: name, Run: run, Agents: n, Raw: raw}
+	r := &fleetHARun{APIServers: len(servers), ServingKey: os.Getenv(servingKeyEnv), Pace: p.Name, Client: name, Run: run, Agents: n, Raw: raw}
 	f := &haFleet{began: time.Now(), servers: certs}
 	agents := make([]*haAgent, n)
 	startErrs := make([]error, n)

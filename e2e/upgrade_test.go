@@ -341,6 +341,11 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, servers, run
 	appendUpgradeFigures(line)
 }
 
+// servingKeyEnv sets the key type of the apiservers' serving certificates in the HA control
+// planes (apiserver.Options.ServingKey): unset, RSA-2048 as kubeadm's default; "ecdsa-p256" to
+// see what TLS handshakes cost the apiservers (make fleet-ha's runs both ways).
+const servingKeyEnv = "KRETRY_FLEETHA_SERVING_KEY"
+
 // startHAControlPlane starts servers kube-apiservers (each with its own serving certificate)
 // that shut down as profile p says, behind HAProxy checking them at p's pace, and waits for one
 // round of the balancer's checks (HAProxy starts with every server up, and they are ready
@@ -353,7 +358,7 @@ func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, servers
 		"--shutdown-send-retry-after=true",
 		"--goaway-chance=0.02",
 	)
-	opts := apiserver.Options{ReadyTimeout: ready}
+	opts := apiserver.Options{ReadyTimeout: ready, ServingKey: os.Getenv(servingKeyEnv)}
 	for range servers {
 		opts.Servers = append(opts.Servers, apiserver.ServerOptions{ExtraFlags: flags})
 	}

@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
@@ -15,7 +18,7 @@ import (
 // the control-plane nodes of one cluster: the leaf alone, on an RSA-2048 key; a restarted server
 // gets the one it had.
 func TestServingCertificates(t *testing.T) {
-	p, err := writePKI(t.TempDir())
+	p, err := writePKI(t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,5 +56,31 @@ func TestServingCertificates(t *testing.T) {
 	again, _, _ := p.servingPair(1)
 	if cert, err := leafOf(again); err != nil || !cert.Equal(certs[1]) {
 		t.Errorf("a restarted apiserver 1 serves another certificate (%v)", err)
+	}
+}
+
+// TestServingKeyECDSA: with Options.ServingKey "ecdsa-p256" the serving certificates are on
+// P-256 keys that crypto/tls loads; an unknown key type is refused with a clear error.
+func TestServingKeyECDSA(t *testing.T) {
+	p, err := writePKI(t.TempDir(), ServingKeyECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := p.servingPair(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := leafOf(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || pub.Curve != elliptic.P256() {
+		t.Errorf("the key is a %T, want ECDSA P-256", cert.PublicKey)
+	}
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		t.Errorf("the pair does not load: %v", err)
+	}
+	if _, err := writePKI(t.TempDir(), "ed25519"); err == nil || !strings.Contains(err.Error(), `"ed25519"`) {
+		t.Errorf("an unknown serving key: err %v, want one naming it", err)
 	}
 }
