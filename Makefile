@@ -174,7 +174,7 @@ fleet:
 ## connections and the writer's PATCHes. Prints the table, the check (per apiserver count and
 ## pace, each kretry run's apiserver CPU over the run and in its busiest 5 s, etcd ranges, bytes
 ## sent, relists, fetches and the writer's PATCH p50/p99 at or under the median of the stock runs
-## plus their spread) and kretry's trace of each relist; docs/fleet-ha.json, docs/fleet-ha-trace.json
+## plus their spread) and kretry's trace of each relist; docs/fleet-ha.json, docs/fleet-ha-trace.json.gz
 ## (beside it: each kretry relist's attempts on the wire) and docs/fleet-ha.png (the plot) come
 ## from it, the plot drawn even when the check fails (the target still fails then). Without
 ## -race: it measures CPU. docs/fleet.md says how long it takes.
@@ -187,11 +187,12 @@ FLEETHA_PLOT       ?= docs/fleet-ha.png
 fleet-ha:
 	@$(MAKE) --no-print-directory apiserver
 	@$(MAKE) --no-print-directory e2e-deps
-	@rm -f $(FLEETHA_JSON) $(FLEETHA_JSON:.json=-trace.json)
+	@rm -f $(FLEETHA_JSON) $(FLEETHA_JSON:.json=-trace.json) $(FLEETHA_JSON:.json=-trace.json.gz)
 	KRETRY_E2E=1 KRETRY_FLEETHA_AGENTS=$(FLEETHA_AGENTS) KRETRY_FLEETHA_RUNS=$(FLEETHA_RUNS) KRETRY_FLEETHA_PACES=$(FLEETHA_PACES) \
 		KRETRY_FLEETHA_APISERVERS=$(FLEETHA_APISERVERS) KRETRY_FLEETHA_JSON=$(CURDIR)/$(FLEETHA_JSON) \
 		$(GO) test -tags e2e -count=1 -timeout 150m -run '^TestFleetHA$$' -v ./e2e/; \
-		rc=$$?; [ -s $(FLEETHA_JSON) ] && cd e2e/plot && $(GO) run . -fleet-ha -in $(CURDIR)/$(FLEETHA_JSON) -out $(CURDIR)/$(FLEETHA_PLOT) -title "node agents through a rolling upgrade"; exit $$rc
+		rc=$$?; [ -s $(FLEETHA_JSON:.json=-trace.json) ] && gzip -9f $(FLEETHA_JSON:.json=-trace.json); \
+		[ -s $(FLEETHA_JSON) ] && cd e2e/plot && $(GO) run . -fleet-ha -in $(CURDIR)/$(FLEETHA_JSON) -out $(CURDIR)/$(FLEETHA_PLOT) -title "node agents through a rolling upgrade"; exit $$rc
 
 apiserver:
 	GO=$(GO) tools/apiserver/build.sh
