@@ -41,8 +41,12 @@ const (
 // one first misses the third one time in 2^(maxHeardAgain+1). When every
 // apiserver lacks the point (all restarted after etcd compacted past it),
 // the stream's own and the other take turns: counting the own one's 410s
-// once the other has answered ends that search as soon. Chosen with
-// `make fleet-ha` (docs/fleet.md).
+// once the other has answered ends that search as soon. Measured with
+// `make fleet-ha` (docs/fleet.md, N = 1,000): behind three it spared 90% of
+// the relists at the fast pace and 99% at the cloud pace, where a search
+// that ended at the first other apiserver's 410 spared 5% and 94%; behind
+// two at the fast pace, where every 410 is true, the five more connections
+// cost the apiservers 36 CPU seconds against that rule's 28 and stock's 26.
 const maxHeardAgain = 4
 
 // search is a search for an apiserver that holds a watch's resume point:
