@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Extrapolates TestFleetHA's measurements (make fleet-ha) to 5,000 and 50,000 node agents.
 
-Reads one or more JSON files TestFleetHA wrote (one per fleet size), and per pace and client
-fits each control-plane figure of a rolling upgrade to a + b*N by least squares over every
-run. It prints the fit and its prediction at 5,000 and 50,000 agents with a range: the
+Reads one or more JSON files TestFleetHA wrote (one per fleet size, each holding runs behind
+two apiservers, three, or both), and per apiserver count, pace and client fits each
+control-plane figure of a rolling upgrade to a + b*N by least squares over every run. A run
+without an apiserver count (files written before TestFleetHA recorded it) was behind two. A
+figure is fitted only where every run of the group has it (files before the yardstick lack the
+busiest 5 s, the bytes sent and the writer's latency). It prints the fit and its prediction at 5,000 and 50,000 agents with a range: the
 prediction of the lines through the lowest and the highest run at each size (the spread
 between runs, on a shared machine mostly the neighbours' load), widened by the residuals'
 standard error times the distance from the measured sizes. The model is linear in N: each
@@ -19,10 +22,27 @@ FIGURES = [
     ("relists", lambda r: r["relists"]),
     ("fetches on the wire", lambda r: r["wire_fetches"]),
     ("apiserver CPU s", lambda r: sum(r["cpu"])),
+    ("CPU s, busiest 5 s", lambda r: r["cpu_busiest_5s"]),
+    ("etcd ranges", lambda r: r["etcd_ranges"]),
+    ("MiB sent", lambda r: r["sent_bytes"] / 2**20),
     ("MiB read", lambda r: r["bytes"] / 2**20),
+    ("PATCH p99 ms", lambda r: r["patch_p99_ms"]),
     ("peak req/s", lambda r: r["req_peak"]),
 ]
 PREDICT = (5000, 50000)
+
+
+def apiservers(run):
+    """The run's apiserver count; runs written before TestFleetHA recorded it had two."""
+    return run.get("apiservers") or 2
+
+
+def values(runs, value):
+    """(N, figure) of every run, or None when a run lacks the figure."""
+    try:
+        return [(r["agents"], value(r)) for r in runs]
+    except KeyError:
+        return None
 
 
 def fit(points):
@@ -48,12 +68,14 @@ def main(paths):
             runs += json.load(f)["runs"]
     groups = {}
     for r in runs:
-        groups.setdefault((r["pace"], r["client"]), []).append(r)
-    for (pace, client), rs in sorted(groups.items()):
+        groups.setdefault((apiservers(r), r["pace"], r["client"]), []).append(r)
+    for (servers, pace, client), rs in sorted(groups.items()):
         sizes = sorted({r["agents"] for r in rs})
-        print(f"{pace} pace, {client}: {len(rs)} runs at N = {', '.join(map(str, sizes))}")
+        print(f"{servers} apiservers, {pace} pace, {client}: {len(rs)} runs at N = {', '.join(map(str, sizes))}")
         for name, value in FIGURES:
-            points = [(r["agents"], value(r)) for r in rs]
+            points = values(rs, value)
+            if points is None:
+                continue
             a, b, se = fit(points)
             lo = fit([(n, min(v for m, v in points if m == n)) for n in sizes])
             hi = fit([(n, max(v for m, v in points if m == n)) for n in sizes])

@@ -20,11 +20,14 @@
 //
 // Run it with `make e2e` (builds the binaries first), or:
 //
-//	KRETRY_E2E=1 go test -tags e2e -race -count=1 -timeout 30m ./e2e/...
+//	KRETRY_E2E=1 go test -tags e2e -race -count=1 -timeout 45m ./e2e/...
 //
 // TestFleetHA (fleet_ha_test.go) runs N node agents (pod informers by spec.nodeName) through
-// a rolling upgrade of two kube-apiservers behind HAProxy and measures it at the control plane
-// (make fleet-ha; docs/fleet.md).
+// a rolling upgrade of two or three kube-apiservers behind HAProxy, measures what each fleet
+// costs the control plane, checks kretry's against stock's (fleet_ha_check_test.go) and traces
+// each 410 kretry handed over (fleet_ha_trace_test.go) (make fleet-ha; docs/fleet.md).
+// KRETRY_FLEETHA_SERVING_KEY=ecdsa-p256 gives the apiservers ECDSA serving certificates instead
+// of kubeadm's default RSA-2048, to see what TLS handshakes cost them.
 //
 // The figures table is logged by TestFigures and written to .apiserver/e2e-figures.txt.
 package e2e

@@ -14,10 +14,12 @@ import (
 // watchGone counts the 410s inside a protobuf watch stream: kube-apiserver's watch cache
 // answers a watch from a resourceVersion older than it holds with a 200 whose one event is an
 // ERROR 410, so apiserver_request_total counts it as a 200, and only the stream says it was a
-// 410. Write is fed the body as it is read, in pieces of any size.
+// 410. Write is fed the body as it is read, in pieces of any size. It counts the stream's
+// whole frames too (events, bookmarks and ERRORs).
 type watchGone struct {
-	buf   []byte
-	count int64
+	buf    []byte
+	count  int64
+	frames int64
 }
 
 // protobufMagic prefixes every protobuf-encoded object (k8s.io/apimachinery's protobuf
@@ -31,6 +33,7 @@ func (g *watchGone) Write(p []byte) {
 		if len(g.buf) < 4+n {
 			return
 		}
+		g.frames++
 		if isGoneEvent(g.buf[4 : 4+n]) {
 			g.count++
 		}
@@ -76,12 +79,13 @@ func TestWatchGoneCounts(t *testing.T) {
 		name   string
 		stream []byte
 		want   int64
+		frames int64
 	}{
-		{"one ERROR 410", frame("ERROR", 410), 1},
-		{"ERROR 500", frame("ERROR", 500), 0},
-		{"a 410 Status that is not an ERROR event", frame("MODIFIED", 410), 0},
-		{"events, then ERROR 410", append(append(frame("ADDED", 0), frame("BOOKMARK", 0)...), frame("ERROR", 410)...), 1},
-		{"cut before the last byte", frame("ERROR", 410)[:len(frame("ERROR", 410))-1], 0},
+		{"one ERROR 410", frame("ERROR", 410), 1, 1},
+		{"ERROR 500", frame("ERROR", 500), 0, 1},
+		{"a 410 Status that is not an ERROR event", frame("MODIFIED", 410), 0, 1},
+		{"events, then ERROR 410", append(append(frame("ADDED", 0), frame("BOOKMARK", 0)...), frame("ERROR", 410)...), 1, 3},
+		{"cut before the last byte", frame("ERROR", 410)[:len(frame("ERROR", 410))-1], 0, 0},
 	} {
 		for _, size := range []int{1, 3, 1 << 10} {
 			var g watchGone
@@ -90,8 +94,8 @@ func TestWatchGoneCounts(t *testing.T) {
 				g.Write(p[:n])
 				p = p[n:]
 			}
-			if g.count != tc.want {
-				t.Errorf("%s, read %d bytes at a time: %d 410s, want %d", tc.name, size, g.count, tc.want)
+			if g.count != tc.want || g.frames != tc.frames {
+				t.Errorf("%s, read %d bytes at a time: %d 410s in %d frames, want %d in %d", tc.name, size, g.count, g.frames, tc.want, tc.frames)
 			}
 		}
 	}

@@ -5,14 +5,18 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,14 +39,16 @@ import (
 )
 
 // Environment knobs of TestFleetHA. Without them it is the small check of `make test`: 50
-// agents (5 of them raw watchers), the cloud pace, one run each of stock and kretry.
+// agents (5 of them raw watchers), the cloud pace, behind two and then three apiservers, one
+// run each of stock and kretry.
 const (
-	fleetHAAgentsEnv = "KRETRY_FLEETHA_AGENTS" // agents (default 50)
-	fleetHARawEnv    = "KRETRY_FLEETHA_RAW"    // how many of the agents are raw watchers (default N/10, at least 1; 0: none)
-	fleetHARunsEnv   = "KRETRY_FLEETHA_RUNS"   // runs per pace and client (default 1)
-	fleetHAPacesEnv  = "KRETRY_FLEETHA_PACES"  // comma-separated: cloud (default), fast
-	fleetHAJSONEnv   = "KRETRY_FLEETHA_JSON"   // where the runs and their per-second series go
-	fleetHACheckEnv  = "KRETRY_FLEETHA_CHECK"  // "0": report only, never fail on the figures
+	fleetHAAgentsEnv  = "KRETRY_FLEETHA_AGENTS"     // agents (default 50)
+	fleetHARawEnv     = "KRETRY_FLEETHA_RAW"        // how many of the agents are raw watchers (default N/10, at least 1; 0: none)
+	fleetHARunsEnv    = "KRETRY_FLEETHA_RUNS"       // runs per apiserver count, pace and client (default 1)
+	fleetHAPacesEnv   = "KRETRY_FLEETHA_PACES"      // comma-separated: cloud (default), fast
+	fleetHAServersEnv = "KRETRY_FLEETHA_APISERVERS" // comma-separated apiserver counts (default 2,3)
+	fleetHAJSONEnv    = "KRETRY_FLEETHA_JSON"       // where the runs, their per-second series and kretry's traces go
+	fleetHACheckEnv   = "KRETRY_FLEETHA_CHECK"      // "0": report only, never fail on the figures
 )
 
 // fleetHAPodsPerNode is how many pods each agent's node holds.
@@ -52,19 +58,9 @@ const fleetHAPodsPerNode = 5
 // run, so that it ends on what the upgrade does to it, never on its own timeout.
 var fleetHARawWatchTimeout int64 = 3 * 3600
 
-// The noise margins of TestFleetHA's check, kretry against stock in the same pace: initial-state
-// fetches (at the caller and on the wire) may exceed stock's by fleetHAFetchMargin of the informers
-// plus 2; apiserver CPU seconds by fleetHACPUMargin of stock's plus fleetHACPUSlack. The CPU
-// margin is wide because the machine is shared: on 2 cores a neighbour's burst moves a run's
-// apiserver CPU by 10-20%.
-const (
-	fleetHAFetchMargin = 0.05
-	fleetHACPUMargin   = 0.25
-	fleetHACPUSlack    = 2.0
-)
-
 // TestFleetHA: a fleet of node agents through an HA control plane's rolling upgrade. etcd and
-// two kube-apiservers (the flags of TestRollingUpgrade) behind HAProxy at one of
+// two or three kube-apiservers (KRETRY_FLEETHA_APISERVERS; the flags of TestRollingUpgrade;
+// each its own serving certificate, as kubeadm issues them) behind HAProxy at one of
 // TestRollingUpgrade's health-check paces; N nodes' worth of pods (5 a node) in one namespace;
 // N agents, each with its own clientset, connection and rate limiter (client-go's defaults: 5
 // QPS, burst 10), as N kubelets in N processes would have: a pod informer with
@@ -72,26 +68,39 @@ const (
 // for KRETRY_FLEETHA_RAW of them (spread over the nodes), a raw watcher: one LIST of its node's
 // pods, then one Watch from that LIST's resourceVersion, never re-watched and never relisted. A
 // writer through the balancer patches N/20 pods (at least 5) every second, rotating over the
-// nodes. Then each kube-apiserver is SIGTERMed and started again in turn, twice round, first
-// under a stock fleet, then under a fleet through kretry (the order alternates run by run).
+// nodes, and times each PATCH. Then each kube-apiserver is SIGTERMed and started again in turn,
+// twice round, under a stock fleet and under a fleet through kretry (the order alternates run by
+// run). Per apiserver count and pace, one cluster serves all runs.
 //
-// Measured at the control plane over the upgrade: initial-state fetches (LISTs and
-// watch-lists) by the apiservers' own metrics and on the agents' wire, the bytes the agents
-// read, each apiserver's CPU seconds and peak RSS (from /proc, sampled every second), etcd's
-// range requests (its own metrics), the requests per second the balancer passed on (peak and
-// the 99th percentile second), and the 410s answered. At the agents: relists, how long after
-// each restart the first change to each agent's pods reached half and all of the caches,
-// caches equal to the server at the end, kretry's retries, resumes and budget refusals; of the
-// raw watchers, how many ended before the run did and on what, and the writer's changes to
-// their pods they never received. A raw watcher's LIST is not a relist: its agent counts its
-// initial-state fetches apart (rawFetches), and it sends its LIST before the upgrade's mark.
+// The yardstick, per run over the upgrade (the design's "what kretry may cost the control
+// plane"): the apiservers' CPU seconds (summed over them, from /proc, sampled every second) over
+// the run and in its busiest 5 s, etcd's range requests (its own metrics), the bytes the
+// apiservers sent the agents (read off the agents' TCP connections: TLS handshakes, HTTP/2
+// frames and bodies), the informers' relists and initial-state fetches on the wire, and the
+// writer's PATCH latency, p50 and p99 of the PATCHes that succeeded (the failed ones are counted
+// apart). Reported, not gated: requests through the balancer (all, and the busiest second), the
+// 410s answered, new connections, and also initial-state fetches by the apiservers' own metrics,
+// the bytes of response bodies, each apiserver's CPU seconds and peak RSS, etcd's CPU. At the
+// agents: how long after each restart the first change to each agent's pods reached half and
+// all of the caches, caches equal to the server at the end, kretry's retries, resumes and budget
+// refusals; of the raw watchers, how many ended before the run did and on what, and the writer's
+// changes to their pods they never received. A raw watcher's LIST is not a relist: its agent
+// counts its initial-state fetches apart (rawFetches), and it sends its LIST before the
+// upgrade's mark.
 //
-// The check (unless KRETRY_FLEETHA_CHECK=0): per pace, kretry's fleet makes no more relists,
-// no more initial-state fetches on the wire and no more apiserver CPU seconds than stock's,
-// beyond the noise margins above (the informers' relists and fetches: raw watchers make none
-// after their LIST); every informer's cache equals the server at the end; kretry's raw
-// watchers all watch to the end and miss no change (stock's are reported, not checked: a
-// plain Watch ends when its apiserver stops).
+// The trace of a kretry run (fleet_ha_trace_test.go): for each relist and each raw watcher that
+// ended on a 410, the watch attempts that led to it on the wire, which apiserver answered each
+// (by its certificate), on a new connection or not, and whether an apiserver held the resume
+// point when the 410 was handed over. In a file beside the JSON (fleetHATracePath), summed up
+// in the log.
+//
+// The check (unless KRETRY_FLEETHA_CHECK=0; fleet_ha_check_test.go): per apiserver count and
+// pace, each figure of the yardstick of each kretry run at or under the median of the stock runs
+// plus their spread (max - min), or, with one stock run, plus the figure's margin; every
+// informer's cache equals the server at the end; at the cloud pace (and behind three
+// apiservers at the fast one too) kretry's raw watchers all watch to the end and miss no change,
+// unless on a 410 that was true everywhere (stock's are reported, not checked: a plain Watch
+// ends when its apiserver stops).
 func TestFleetHA(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
@@ -99,66 +108,76 @@ func TestFleetHA(t *testing.T) {
 	n := envInt(t, fleetHAAgentsEnv, 50)
 	runs := envInt(t, fleetHARunsEnv, 1)
 	raw := fleetHARawCount(t, n)
-	paces := []string{"cloud"}
+	counts := envInts(t, fleetHAServersEnv, []int{2, 3}, 2)
+	var paces []upgradeProfile
+	names := []string{"cloud"}
 	if v := os.Getenv(fleetHAPacesEnv); v != "" {
-		paces = strings.Split(v, ",")
+		names = strings.Split(v, ",")
+	}
+	for _, name := range names {
+		i := slices.IndexFunc(upgradeProfiles, func(q upgradeProfile) bool { return q.Name == name })
+		if i < 0 {
+			t.Fatalf("%s: unknown pace %q (fast, cloud)", fleetHAPacesEnv, name)
+		}
+		paces = append(paces, upgradeProfiles[i])
 	}
 	closeSharedCluster(t) // one cluster at a time on the machine
 	var all []*fleetHARun
-	for _, name := range paces {
-		var p upgradeProfile
-		for _, q := range upgradeProfiles {
-			if q.Name == name {
-				p = q
-			}
+	for _, servers := range counts {
+		for _, p := range paces {
+			t.Run(fmt.Sprintf("%d-apiservers/%s", servers, p.Name), func(t *testing.T) {
+				all = append(all, fleetHAPace(t, p, servers, n, raw, runs)...)
+			})
 		}
-		if p.Name == "" {
-			t.Fatalf("%s: unknown pace %q (fast, cloud)", fleetHAPacesEnv, name)
-		}
-		t.Run(p.Name, func(t *testing.T) {
-			all = append(all, fleetHAPace(t, p, n, raw, runs)...)
-		})
 	}
 	table := fleetHATable(all)
-	fmt.Print(table)
-	t.Log("\n" + table)
+	verdicts, failures := fleetHACheck(all)
+	var traces strings.Builder
+	for _, r := range all {
+		traces.WriteString(fleetHATraceSummary(r))
+	}
+	report := table + "\n" + verdicts + traces.String()
+	fmt.Print(report)
+	t.Log("\n" + report)
 	if path := figuresPath("e2e-fleet-ha-figures.txt"); path != "" {
-		os.WriteFile(path, []byte(table), 0o644)
+		os.WriteFile(path, []byte(table+"\n"+verdicts), 0o644)
 	}
 	if path := fleetHAJSONPath(); path != "" {
 		data, _ := json.MarshalIndent(fleetHAFile{Agents: n, Machine: machineLine(), Runs: all}, "", " ")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Errorf("write %s: %v", path, err)
 		}
+		if err := writeFleetHATraces(fleetHATracePath(path), n, all); err != nil {
+			t.Errorf("write the trace: %v", err)
+		}
 	}
 	if os.Getenv(fleetHACheckEnv) == "0" {
 		return
 	}
-	for _, pace := range paces {
-		stock, kr := fleetHASum(all, pace, "stock"), fleetHASum(all, pace, "kretry")
-		if stock.runs == 0 || kr.runs == 0 {
-			continue
-		}
-		fetchSlack := fleetHAFetchMargin*float64((n-raw)*stock.runs) + 2
-		if float64(kr.relists) > float64(stock.relists)+fetchSlack {
-			t.Errorf("%s: kretry's agents relisted %d times, stock's %d (margin %.0f)", pace, kr.relists, stock.relists, fetchSlack)
-		}
-		if float64(kr.wireFetches) > float64(stock.wireFetches)+fetchSlack {
-			t.Errorf("%s: kretry's agents sent %d initial-state fetches, stock's %d (margin %.0f)", pace, kr.wireFetches, stock.wireFetches, fetchSlack)
-		}
-		if kr.cpu > stock.cpu*(1+fleetHACPUMargin)+fleetHACPUSlack*float64(stock.runs) {
-			t.Errorf("%s: the apiservers spent %.1f CPU seconds under kretry's agents, %.1f under stock's (margin %.0f%% + %.0fs a run)",
-				pace, kr.cpu, stock.cpu, 100*fleetHACPUMargin, fleetHACPUSlack)
-		}
+	for _, f := range failures {
+		t.Error(f)
 	}
 	for _, r := range all {
 		if informers := r.Agents - r.Raw; r.CachesEqual != informers {
-			t.Errorf("%s run %d %s: %d of %d caches equal to the server at the end", r.Pace, r.Run, r.Client, r.CachesEqual, informers)
+			t.Errorf("%s: %d of %d caches equal to the server at the end", r.name(), r.CachesEqual, informers)
 		}
 		for _, p := range fleetHARawProblems(r) {
-			t.Errorf("%s run %d %s: %s", r.Pace, r.Run, r.Client, p)
+			t.Errorf("%s: %s", r.name(), p)
 		}
 	}
+}
+
+// name says which run r is, in messages: "3 apiservers, cloud run 1 kretry".
+func (r *fleetHARun) name() string {
+	return fmt.Sprintf("%d apiservers, %s run %d %s", r.servers(), r.Pace, r.Run, r.Client)
+}
+
+// servers is r's apiserver count; runs written before it was recorded had two.
+func (r *fleetHARun) servers() int {
+	if r.APIServers == 0 {
+		return 2
+	}
+	return r.APIServers
 }
 
 // fleetHARawProblems is what is wrong with r's raw watchers: at the cloud pace, under kretry,
@@ -166,10 +185,12 @@ func TestFleetHA(t *testing.T) {
 // none ends before the run does and none misses a change, but for a 410 that was true
 // everywhere: every apiserver started after the watcher's last event, or was stopped since
 // (see heldBy). Stock's are not checked: a plain Watch ends when its apiserver stops. Nor is the
-// fast pace: there the balancer has taken the stopping apiserver out, the one left started
-// after the resume point, and its 410 is true, so a raw watcher ending on it is right.
+// fast pace behind two apiservers: there the balancer has taken the stopping apiserver out, the
+// one left started after the resume point, and its 410 is true, so a raw watcher ending on it
+// is right. Behind three the two left need not both have restarted since: one may hold the
+// point, and the search must find it, so the fast pace is checked there too.
 func fleetHARawProblems(r *fleetHARun) []string {
-	if r.Client != "kretry" || r.Pace != "cloud" {
+	if r.Client != "kretry" || r.Pace != "cloud" && r.servers() < 3 {
 		return nil
 	}
 	var problems []string
@@ -246,6 +267,8 @@ func TestFleetHARawProblems(t *testing.T) {
 		{"kretry, one missed a change", "kretry", "cloud", []haRawWatcher{{Node: 0, Missed: 1}}, 1},
 		{"kretry, one closed", "kretry", "cloud", []haRawWatcher{{Node: 0, Ended: "closed"}}, 1},
 		{"kretry at the fast pace, one ended on a true 410", "kretry", "fast", []haRawWatcher{{Node: 0, Ended: "410", Missed: 3}}, 0},
+		{"kretry at the fast pace, one ended on a 410 while another apiserver held its point: not checked behind two", "kretry", "fast",
+			[]haRawWatcher{{Node: 10, Ended: "410", LastEventAt: 20, EndedAt: 22, Missed: 3}}, 0},
 		{"stock, all ended", "stock", "cloud", []haRawWatcher{{Node: 0, Ended: "closed", Missed: 6}, {Node: 10, Ended: "error"}}, 0},
 		{"kretry, no raw watchers", "kretry", "cloud", nil, 0},
 	} {
@@ -254,6 +277,44 @@ func TestFleetHARawProblems(t *testing.T) {
 			t.Errorf("%s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
 		}
 	}
+
+	// Three apiservers restarted in turn, twice round, from 4 s, 20 s apart.
+	log3 := []haRestart{{0, 4, 7}, {1, 24, 27}, {2, 44, 47}, {0, 64, 67}, {1, 84, 87}, {2, 104, 107}}
+	for _, tc := range []struct {
+		name string
+		pace string
+		raw  []haRawWatcher
+		want int
+	}{
+		// Its last event at 26 s, its end at 65 s: apiserver 1's cache began at 27 s, after it,
+		// and apiservers 2 and 0 were stopped since (at 44 and 64 s): a true 410.
+		{"fast, a true 410 behind three", "fast", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 26, EndedAt: 65, Missed: 3}}, 0},
+		// Its last event at 30 s, its end at 41 s: apiserver 2, never restarted yet, held it.
+		{"fast, a 410 while apiserver 2 held the point", "fast", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 30, EndedAt: 41, Missed: 3}}, 1},
+		{"cloud, the same", "cloud", []haRawWatcher{{Node: 0, Ended: "410", LastEventAt: 30, EndedAt: 41, Missed: 3}}, 1},
+	} {
+		got := fleetHARawProblems(&fleetHARun{APIServers: 3, Client: "kretry", Pace: tc.pace, Raw: len(tc.raw), RawWatchers: tc.raw, RestartLog: log3})
+		if len(got) != tc.want {
+			t.Errorf("three apiservers, %s: %d problems %q, want %d", tc.name, len(got), got, tc.want)
+		}
+	}
+}
+
+// envInts reads a comma-separated list of numbers, each at least least (def if unset).
+func envInts(t *testing.T, name string, def []int, least int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			t.Fatalf("%s=%q: want comma-separated numbers of at least %d", name, v, least)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -291,7 +352,8 @@ func fleetHARawAgents(n, raw int) []bool {
 	return isRaw
 }
 
-// fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json.
+// fleetHAJSONPath is KRETRY_FLEETHA_JSON, else .apiserver/fleet-ha.json. The trace goes beside
+// it (fleetHATracePath).
 func fleetHAJSONPath() string {
 	if p := os.Getenv(fleetHAJSONEnv); p != "" {
 		return p
@@ -308,11 +370,13 @@ type fleetHAFile struct {
 
 // fleetHARun is one upgrade under one fleet.
 type fleetHARun struct {
-	Pace   string `json:"pace"`
-	Client string `json:"client"`
-	Run    int    `json:"run"`
-	Agents int    `json:"agents"`
-	Raw    int    `json:"raw_watchers"` // of the agents; the others are informers
+	APIServers int    `json:"apiservers"`            // behind the balancer (absent in runs before it was recorded: 2)
+	ServingKey string `json:"serving_key,omitempty"` // the serving certificates' key type; empty: RSA-2048
+	Pace       string `json:"pace"`
+	Client     string `json:"client"`
+	Run        int    `json:"run"`
+	Agents     int    `json:"agents"`
+	Raw        int    `json:"raw_watchers"` // of the agents; the others are informers
 
 	// Control plane, over the upgrade.
 	APIListCalls   int64     `json:"api_list"`       // apiserver_request_total LIST pods
@@ -321,9 +385,13 @@ type fleetHARun struct {
 	WireFetches    int64     `json:"wire_fetches"`   // LISTs + watch-lists the agents sent
 	WireFetches200 int64     `json:"wire_fetches_200"`
 	WireRequests   int64     `json:"wire_requests"`
-	WireGone       int64     `json:"wire_410"` // 410s on the wire: answers, and ERROR 410 events in a watch's 200
-	Bytes          int64     `json:"bytes"`    // response body bytes the agents read
-	CPU            []float64 `json:"cpu"`      // CPU seconds per apiserver
+	WireGone       int64     `json:"wire_410"`        // 410s on the wire: answers, and ERROR 410 events in a watch's 200
+	Bytes          int64     `json:"bytes"`           // response body bytes the agents read
+	SentBytes      int64     `json:"sent_bytes"`      // bytes the apiservers sent the agents: read off the agents' TCP connections (TLS, HTTP/2, bodies)
+	HandshakeBytes int64     `json:"handshake_bytes"` // of them, each new connection's until its first request: TLS handshakes
+	NewConns       int64     `json:"new_conns"`       // connections the agents opened
+	CPU            []float64 `json:"cpu"`             // CPU seconds per apiserver
+	CPUBusiest5s   float64   `json:"cpu_busiest_5s"`
 	PeakRSS        []float64 `json:"peak_rss"` // bytes, per apiserver, peak over its processes
 	EtcdCPU        float64   `json:"etcd_cpu"`
 	EtcdRanges     int64     `json:"etcd_ranges"`
@@ -332,6 +400,10 @@ type fleetHARun struct {
 	HarnessCPU     float64   `json:"harness_cpu"` // the agents' process
 	MachineBusy    float64   `json:"machine_busy"`
 	Load           string    `json:"load"`
+
+	// The writer, through the balancer: its PATCHes' latency, over those that succeeded.
+	PatchP50 float64 `json:"patch_p50_ms"`
+	PatchP99 float64 `json:"patch_p99_ms"`
 
 	// Agents.
 	Relists      int64   `json:"relists"`      // initial-state fetches client-go sent after its first
@@ -361,6 +433,44 @@ type fleetHARun struct {
 	Restarts   []float64   `json:"restarts"` // seconds since the series began: each SIGTERM
 	RestartLog []haRestart `json:"restart_log"`
 	Series     []haPoint   `json:"series"`
+
+	// Trace is kretry's runs' account of each 410 handed over: its relists and the raw
+	// watchers that ended on a 410 (fleet_ha_trace_test.go). It goes to a file of its own,
+	// beside the JSON: thousands of chains at N = 1,000.
+	Trace []haChain `json:"-"`
+}
+
+// cpu is the apiservers' CPU seconds over the run, summed.
+func (r *fleetHARun) cpu() float64 {
+	var sum float64
+	for _, c := range r.CPU {
+		sum += c
+	}
+	return sum
+}
+
+// busiest5s is the most CPU seconds the apiservers spent in 5 consecutive seconds of series
+// (all of them in a shorter series).
+func busiest5s(series []haPoint) float64 {
+	var window, most float64
+	for i, p := range series {
+		window += p.APICPU
+		if i >= 5 {
+			window -= series[i-5].APICPU
+		}
+		most = max(most, window)
+	}
+	return most
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of xs (sorted in place), 0 for
+// none.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[max(0, int(math.Ceil(p/100*float64(len(xs))))-1)]
 }
 
 // haRestart is one apiserver's restart in a run, in seconds since the series began.
@@ -389,15 +499,20 @@ type haPoint struct {
 	At        float64 `json:"at"`
 	Requests  int64   `json:"requests"`   // requests the agents sent (through the balancer)
 	Fetches   int64   `json:"fetches"`    // initial-state fetches among them
-	APICPU    float64 `json:"api_cpu"`    // CPU cores both apiservers used
+	APICPU    float64 `json:"api_cpu"`    // CPU cores the apiservers used, summed
 	EtcdCPU   float64 `json:"etcd_cpu"`   // CPU cores etcd used
 	AgentsCPU float64 `json:"agents_cpu"` // CPU cores the agents' process used
 }
 
-func fleetHAPace(t *testing.T, p upgradeProfile, n, raw, runs int) []*fleetHARun {
+func fleetHAPace(t *testing.T, p upgradeProfile, servers, n, raw, runs int) []*fleetHARun {
 	ctx := context.Background()
-	c, lb, closeLB := startHAControlPlane(t, p, "", 180*time.Second)
+	began := time.Now()
+	c, lb, closeLB := startHAControlPlane(t, p, "", servers, 180*time.Second)
 	defer closeLB()
+	certs, err := servingDigests(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	adminCfg := ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin))
 	withContentType(adminCfg, true)
@@ -407,6 +522,7 @@ func fleetHAPace(t *testing.T, p upgradeProfile, n, raw, runs int) []*fleetHARun
 		t.Fatal(err)
 	}
 	etcdPID := findEtcdPID(c.Dir())
+	t.Logf("%d apiservers behind the balancer, %d pods, in %v", servers, n*fleetHAPodsPerNode, time.Since(began).Round(100*time.Millisecond))
 
 	var out []*fleetHARun
 	for run := 1; run <= runs; run++ {
@@ -415,7 +531,7 @@ func fleetHAPace(t *testing.T, p upgradeProfile, n, raw, runs int) []*fleetHARun
 			order = []bool{true, false}
 		}
 		for _, withKretry := range order {
-			r := fleetHAUpgrade(t, c, lb.Addr(), admin, ns, p, n, raw, run, withKretry, etcdPID)
+			r := fleetHAUpgrade(t, c, lb.Addr(), certs, admin, ns, p, n, raw, run, withKretry, etcdPID)
 			if r == nil {
 				return out
 			}
@@ -480,15 +596,44 @@ func seedPods(ctx context.Context, admin kubernetes.Interface, ns string, n int)
 func nodeName(i int) string   { return fmt.Sprintf("node-%d", i) }
 func podName(i, j int) string { return fmt.Sprintf("p-%d-%d", i, j) }
 
-// haFleet is what all agents of one run share: the per-second request counts.
+// haFleet is what all agents of one run share: the per-second request counts, and which
+// apiserver serves which certificate.
 type haFleet struct {
 	began    time.Time
+	servers  map[[32]byte]int // SHA-256 of a serving certificate's DER: its apiserver
 	requests [7200]atomic.Int64
 	fetches  [7200]atomic.Int64
 }
 
 func (f *haFleet) second() int {
 	return min(int(time.Since(f.began)/time.Second), len(f.requests)-1)
+}
+
+// since is now in seconds since the series began.
+func (f *haFleet) since() float64 { return time.Since(f.began).Seconds() }
+
+// servingDigests maps each apiserver's serving certificate to its index.
+func servingDigests(c *apiserver.Cluster) (map[[32]byte]int, error) {
+	out := map[[32]byte]int{}
+	for _, s := range c.Servers() {
+		cert, err := s.Certificate()
+		if err != nil {
+			return nil, err
+		}
+		out[sha256.Sum256(cert.Raw)] = s.Index()
+	}
+	return out, nil
+}
+
+// serverOf is the apiserver whose certificate state shows, -1 if none of them.
+func (f *haFleet) serverOf(state tls.ConnectionState) int {
+	if len(state.PeerCertificates) == 0 {
+		return -1
+	}
+	if i, ok := f.servers[sha256.Sum256(state.PeerCertificates[0].Raw)]; ok {
+		return i
+	}
+	return -1
 }
 
 // haAgent is one node agent: an informer, or a raw watcher (isRaw; raw set, inf nil).
@@ -510,10 +655,14 @@ type haAgent struct {
 	wire200       atomic.Int64
 	wireRequests  atomic.Int64
 	wireGone      atomic.Int64
-	bytes         atomic.Int64
+	bytes         atomic.Int64 // response bodies read
+	connBytes     atomic.Int64 // read off its TCP connections
+	handshakes    atomic.Int64 // of them, read before each connection's first request: TLS handshakes
+	dials         atomic.Int64
 
-	mu   sync.Mutex
-	seen []haSeen
+	mu       sync.Mutex
+	seen     []haSeen
+	attempts []*haAttempt // every request on the wire, for the trace
 }
 
 // haSeen is one pod version an agent's cache received.
@@ -547,20 +696,50 @@ func (a *haAgent) firstSeen(pod string, rv uint64) (time.Time, bool) {
 }
 
 // connSet keeps an agent's connections, to close them when the agent stops (as a process
-// that exits would).
+// that exits would), and counts them and the bytes read off them.
 type connSet struct {
+	dials, read *atomic.Int64
+
 	mu    sync.Mutex
 	conns []net.Conn
 }
 
 func (cs *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	conn, err := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
-	if err == nil {
-		cs.mu.Lock()
-		cs.conns = append(cs.conns, conn)
-		cs.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return conn, err
+	cs.dials.Add(1)
+	conn = &countingConn{Conn: conn, read: cs.read}
+	cs.mu.Lock()
+	cs.conns = append(cs.conns, conn)
+	cs.mu.Unlock()
+	return conn, nil
+}
+
+// countingConn counts the bytes read off a connection: below TLS, all the apiserver sent.
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+	own  atomic.Int64 // this connection's
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	c.own.Add(int64(n))
+	return n, err
+}
+
+// handshakeBytes is what conn (a TLS connection over a countingConn) has read so far: at its
+// first request, its TLS handshake and the server's HTTP/2 settings.
+func handshakeBytes(conn net.Conn) int64 {
+	if tc, ok := conn.(*tls.Conn); ok {
+		if cc, ok := tc.NetConn().(*countingConn); ok {
+			return cc.own.Load()
+		}
+	}
+	return 0
 }
 
 func (cs *connSet) closeAll() {
@@ -604,8 +783,31 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.f.fetches[sec].Add(1)
 		w.a.wireFetches.Add(1)
 	}
+	att := &haAttempt{At: w.f.since(), Fetch: fetch, RV: req.URL.Query().Get("resourceVersion"), Server: -1}
+	w.a.mu.Lock()
+	w.a.attempts = append(w.a.attempts, att)
+	w.a.mu.Unlock()
+	// Which connection the request rode: HTTP/2 reports it too, a new one as not reused.
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			server := -1
+			if tc, ok := info.Conn.(*tls.Conn); ok {
+				server = w.f.serverOf(tc.ConnectionState())
+			}
+			if !info.Reused {
+				w.a.handshakes.Add(handshakeBytes(info.Conn))
+			}
+			w.a.mu.Lock()
+			att.NewConn = att.NewConn || !info.Reused
+			att.Server = server
+			w.a.mu.Unlock()
+		},
+	}))
 	resp, err := w.next.RoundTrip(req)
 	if err != nil {
+		w.a.mu.Lock()
+		att.Status, att.Error, att.Ended = "error", err.Error(), w.f.since()
+		w.a.mu.Unlock()
 		return resp, err
 	}
 	switch {
@@ -614,7 +816,13 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusGone:
 		w.a.wireGone.Add(1)
 	}
-	body := &haBody{ReadCloser: resp.Body, a: w.a}
+	w.a.mu.Lock()
+	att.Status = strconv.Itoa(resp.StatusCode)
+	if resp.TLS != nil && att.Server < 0 {
+		att.Server = w.f.serverOf(*resp.TLS)
+	}
+	w.a.mu.Unlock()
+	body := &haBody{ReadCloser: resp.Body, a: w.a, f: w.f, att: att}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.kubernetes.protobuf;stream=watch") {
 		body.gone = &watchGone{}
 	}
@@ -623,10 +831,13 @@ func (w *haWire) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // haBody counts the bytes an agent reads and, in a protobuf watch stream, the ERROR 410
-// events: a watch cache's 410 is a 200 whose one event says so.
+// events: a watch cache's 410 is a 200 whose one event says so. It tells the trace how its
+// attempt's answer went on.
 type haBody struct {
 	io.ReadCloser
 	a    *haAgent
+	f    *haFleet
+	att  *haAttempt
 	gone *watchGone // nil: not a protobuf watch stream
 }
 
@@ -634,11 +845,43 @@ func (b *haBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.a.bytes.Add(int64(n))
 	if b.gone != nil && n > 0 {
-		before := b.gone.count
+		before, framesBefore := b.gone.count, b.gone.frames
 		b.gone.Write(p[:n])
-		b.a.wireGone.Add(b.gone.count - before)
+		if gone := b.gone.count - before; gone > 0 || b.gone.frames > framesBefore {
+			b.a.wireGone.Add(gone)
+			b.a.mu.Lock()
+			b.att.Events = int(b.gone.frames - b.gone.count)
+			if gone > 0 && b.att.Status == "200" {
+				b.att.Status = "200+410"
+			}
+			b.a.mu.Unlock()
+		}
+	}
+	if err != nil {
+		b.ended(err)
 	}
 	return n, err
+}
+
+func (b *haBody) Close() error {
+	b.ended(nil)
+	return b.ReadCloser.Close()
+}
+
+// ended records when the answer's body ended, and how, unless it did before.
+func (b *haBody) ended(err error) {
+	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
+	if b.att.Ended != 0 {
+		return
+	}
+	b.att.Ended = b.f.since()
+	switch {
+	case err == nil:
+		b.att.Error = "closed by the client"
+	case err != io.EOF:
+		b.att.Error = err.Error()
+	}
 }
 
 // haCaller counts the initial-state fetches client-go asks for (above kretry): an informer's
@@ -681,6 +924,7 @@ func (l *haKretryLog) ObserveBudgetRefusal(transport.BudgetEvent) { l.refusals.A
 // (its LIST done when startAgent returns).
 func startAgent(t *testing.T, c *apiserver.Cluster, addr, ns string, node int, f *haFleet, withKretry, isRaw bool) (*haAgent, error) {
 	a := &haAgent{node: node, isRaw: isRaw, stop: make(chan struct{}), done: make(chan struct{})}
+	a.conns.dials, a.conns.read = &a.dials, &a.connBytes
 	cfg := c.ConfigFor(addr, apiserver.Admin)
 	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults: 5 QPS, burst 10, a limiter of its own
 	cfg.UserAgent = "kubelet/fleet-ha"
@@ -807,13 +1051,16 @@ type haWrite struct {
 	node int
 	pod  string
 	rv   uint64
-	at   time.Time // when the write was sent
+	at   time.Time     // when the write was sent
+	took time.Duration // until its answer
 }
 
 // fleetHAGen numbers the writer's ticks across runs.
 var fleetHAGen atomic.Int64
 
-// haWriter patches pods through the balancer every second.
+// haWriter patches pods through the balancer every second, as another client of the control
+// plane would, and times each PATCH: a failed one (an error, or no answer in 5 s) is counted
+// apart, not timed.
 type haWriter struct {
 	mu     sync.Mutex
 	writes []haWrite
@@ -854,6 +1101,7 @@ func startHAWriter(admin kubernetes.Interface, ns string, n int) *haWriter {
 					defer cancel()
 					patch := fmt.Sprintf(`{"metadata":{"annotations":{"gen":"%d"}}}`, gen)
 					pod, err := admin.CoreV1().Pods(ns).Patch(ctx, podName(node, j), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+					took := time.Since(at)
 					w.mu.Lock()
 					defer w.mu.Unlock()
 					if err != nil {
@@ -861,7 +1109,7 @@ func startHAWriter(admin kubernetes.Interface, ns string, n int) *haWriter {
 						return
 					}
 					rv, _ := strconv.ParseUint(pod.ResourceVersion, 10, 64)
-					w.writes = append(w.writes, haWrite{node: node, pod: pod.Name, rv: rv, at: at})
+					w.writes = append(w.writes, haWrite{node: node, pod: pod.Name, rv: rv, at: at, took: took})
 				}()
 			}
 			wg.Wait()
@@ -1151,15 +1399,16 @@ func scrapeEtcd(c *apiserver.Cluster) scraped {
 }
 
 // fleetHAUpgrade runs one rolling upgrade under a fleet of n agents, raw of them raw watchers.
-func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kubernetes.Interface, ns string,
+func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, certs map[[32]byte]int, admin kubernetes.Interface, ns string,
 	p upgradeProfile, n, raw, run int, withKretry bool, etcdPID int) *fleetHARun {
 	ctx := context.Background()
 	name := "stock"
 	if withKretry {
 		name = "kretry"
 	}
-	r := &fleetHARun{Pace: p.Name, Client: name, Run: run, Agents: n, Raw: raw}
-	f := &haFleet{began: time.Now()}
+	servers := c.Servers()
+	r := &fleetHARun{APIServers: len(servers), ServingKey: os.Getenv(servingKeyEnv), Pace: p.Name, Client: name, Run: run, Agents: n, Raw: raw}
+	f := &haFleet{began: time.Now(), servers: certs}
 	agents := make([]*haAgent, n)
 	startErrs := make([]error, n)
 	isRaw := fleetHARawAgents(n, raw)
@@ -1184,7 +1433,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	}()
 	for _, err := range startErrs {
 		if err != nil {
-			t.Errorf("%s run %d %s: %v", p.Name, run, name, err)
+			t.Errorf("%s: %v", r.name(), err)
 			return nil
 		}
 	}
@@ -1195,7 +1444,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 		}
 		if !cache.WaitForCacheSync(syncCtx.Done(), a.inf.HasSynced) {
 			cancel()
-			t.Errorf("%s run %d %s: the fleet did not sync in 5 minutes", p.Name, run, name)
+			t.Errorf("%s: the fleet did not sync in 5 minutes", r.name())
 			return nil
 		}
 	}
@@ -1203,11 +1452,13 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	synced := time.Since(f.began)
 
 	// The mark: everything from here on is the upgrade's.
-	type mark struct{ caller, wire, wire200, req, gone, bytes, raw int64 }
+	type mark struct{ caller, wire, wire200, req, gone, bytes, connBytes, handshakes, dials, raw int64 }
 	marks := make([]mark, n)
 	for i, a := range agents {
-		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(), a.bytes.Load(), a.rawFetches.Load()}
+		marks[i] = mark{a.callerFetches.Load(), a.wireFetches.Load(), a.wire200.Load(), a.wireRequests.Load(), a.wireGone.Load(),
+			a.bytes.Load(), a.connBytes.Load(), a.handshakes.Load(), a.dials.Load(), a.rawFetches.Load()}
 	}
+	markAt := f.since()
 	var kmarks [5]int64
 	if withKretry {
 		for _, a := range agents {
@@ -1218,7 +1469,6 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 			kmarks[4] += a.log.giveUps.Load()
 		}
 	}
-	servers := c.Servers()
 	apiAcc := scraped{}
 	apiBase := make([]scraped, len(servers))
 	for i, s := range servers {
@@ -1259,6 +1509,11 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	w.halt()
 	writes, fails := w.snapshot()
 	r.Writes, r.WritesFailed = len(writes), fails
+	var took []float64
+	for _, wr := range writes {
+		took = append(took, float64(wr.took)/float64(time.Millisecond))
+	}
+	r.PatchP50, r.PatchP99 = percentile(took, 50), percentile(took, 99)
 
 	// The end state, by a consistent LIST, grouped by node; then wait for the caches.
 	list, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -1312,6 +1567,7 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	var series []haPoint
 	r.CPU, r.PeakRSS, r.EtcdCPU, r.HarnessCPU, r.MachineBusy, series = meter.finish()
 	r.Series = series
+	r.CPUBusiest5s = busiest5s(series)
 	for _, rs := range restarts {
 		r.Restarts = append(r.Restarts, rs.Sub(f.began).Seconds())
 	}
@@ -1334,6 +1590,9 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 		r.WireRequests += a.wireRequests.Load() - marks[i].req
 		r.WireGone += a.wireGone.Load() - marks[i].gone
 		r.Bytes += a.bytes.Load() - marks[i].bytes
+		r.SentBytes += a.connBytes.Load() - marks[i].connBytes
+		r.HandshakeBytes += a.handshakes.Load() - marks[i].handshakes
+		r.NewConns += a.dials.Load() - marks[i].dials
 		r.RawFetches += a.rawFetches.Load() - marks[i].raw
 		if withKretry {
 			r.Retries += a.log.retries.Load()
@@ -1369,7 +1628,10 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 	}
 	r.RawEnded = r.RawClosed + r.RawGone + r.RawErrors
 	if r.RawFetches > 0 {
-		t.Logf("%s run %d %s: the raw watchers sent %d initial-state fetches over the upgrade (by design none)", p.Name, run, name, r.RawFetches)
+		t.Logf("%s: the raw watchers sent %d initial-state fetches over the upgrade (by design none)", r.name(), r.RawFetches)
+	}
+	if withKretry {
+		r.Trace = fleetHATrace(r, agents, f.began, markAt, writes)
 	}
 
 	// Freshness: per restart, per informer, the first change to its pods written after the
@@ -1409,78 +1671,63 @@ func fleetHAUpgrade(t *testing.T, c *apiserver.Cluster, lbAddr string, admin kub
 		r.LagHalf = math.Max(r.LagHalf, lag[len(lag)/2])
 		r.LagAll = math.Max(r.LagAll, lag[len(lag)-1])
 	}
-	t.Logf("%s run %d %s: fleet synced in %v", p.Name, run, name, synced.Round(100*time.Millisecond))
+	t.Logf("%s: fleet synced in %v", r.name(), synced.Round(100*time.Millisecond))
 	return r
 }
 
 func fleetHARow(r *fleetHARun) string {
-	cpu, rss := 0.0, 0.0
+	rss := 0.0
+	perServer := make([]string, len(r.CPU))
 	for i := range r.CPU {
-		cpu += r.CPU[i]
 		rss = math.Max(rss, r.PeakRSS[i])
+		perServer[i] = fmt.Sprintf("%.1f", r.CPU[i])
 	}
 	rawEnded, rawMissed := "-", "-"
 	if r.Raw > 0 {
 		rawEnded = fmt.Sprintf("%d/%d c%d g%d e%d", r.RawEnded, r.Raw, r.RawClosed, r.RawGone, r.RawErrors)
 		rawMissed = strconv.Itoa(r.RawMissed)
 	}
-	return fmt.Sprintf("%-5s %d %-6s %7d %6d %5d %5d %5d %5d %9.1f %6.1f %6.1f %5.0f %6.1f %6d %6d %6d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %-16s %6s %6d %6d %4d %4d %5.1f %5.0f%% %s",
-		r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
-		float64(r.Bytes)/(1<<20), r.CPU[0], r.CPU[1], rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99,
+	return fmt.Sprintf("%4d %-5s %d %-6s %6d %6d %5d %5d %5d %5d %6.1f %6.1f %5.2f %5d %6.1f %-14s %5.1f %5.0f %5.1f %6d %6d %5d %6.0f/%-6.0f %5d %5.1f/%-5.1f %5.1f/%-5.1f %4d %5d/%-5d %-16s %6s %6d %6d %4d %5d %5.1f %4.0f%% %s",
+		r.servers(), r.Pace, r.Run, r.Client, r.Agents, r.Relists, r.WireFetches, r.WireFetches200, r.APIListCalls, r.APIWatchLists,
+		float64(r.Bytes)/(1<<20), float64(r.SentBytes)/(1<<20), float64(r.HandshakeBytes)/(1<<20), r.NewConns, r.cpu(), "("+strings.Join(perServer, "+")+")", r.CPUBusiest5s,
+		rss/(1<<20), r.EtcdCPU, r.EtcdRanges, r.ReqPeak, r.ReqP99, r.PatchP50, r.PatchP99, r.WritesFailed,
 		r.HalfAfter, r.AllAfter, r.LagHalf, r.LagAll, r.Undelivered, r.CachesEqual, r.Agents-r.Raw, rawEnded, rawMissed,
 		r.Retries, r.Resumes, r.Refusals, r.WireGone, r.HarnessCPU, 100*r.MachineBusy, r.Load)
 }
 
 func fleetHATable(runs []*fleetHARun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-5s %s %-6s %7s %6s %5s %5s %5s %5s %9s %6s %6s %5s %6s %6s %6s %6s %11s %11s %4s %11s %-16s %6s %6s %6s %4s %4s %5s %6s %s\n",
-		"pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "cpu-0", "cpu-1", "rss", "etcd", "ranges",
-		"rq/s", "p99", "half/all", "lag h/all", "miss", "caches", "raw ended", "r-miss", "retry", "resume", "bdgt", "410", "agts", "busy", "load")
+	fmt.Fprintf(&b, "%4s %-5s %s %-6s %6s %6s %5s %5s %5s %5s %6s %6s %5s %5s %6s %-14s %5s %5s %5s %6s %6s %5s %13s %5s %11s %11s %4s %11s %-16s %6s %6s %6s %4s %5s %5s %5s %s\n",
+		"apis", "pace", "#", "client", "agents", "relist", "fetch", "200", "LIST", "WL", "MiB", "sent", "hs", "conns", "cpu", "(each)", "cpu5s",
+		"rss", "etcd", "ranges", "rq/s", "p99", "patch ms", "wfail", "half/all", "lag h/all", "miss", "caches", "raw ended", "r-miss",
+		"retry", "resume", "bdgt", "410", "agts", "busy", "load")
 	for _, r := range runs {
 		b.WriteString(fleetHARow(r) + "\n")
 	}
-	b.WriteString("Over the upgrade (from the writer's start to caches equal at the end): agents: informers + raw watchers;\n" +
-		"  relist: initial-state fetches the informers' client-go asked for; fetch/200: LISTs + watch-lists the informers\n" +
-		"  sent / answered 200 (below kretry: what the balancer passed; a raw watcher's one LIST, before the upgrade, is in neither);\n" +
-		"  LIST, WL: pods LISTs and watch-lists by the apiservers' own metrics (apiserver_request_total,\n" +
-		"  apiserver_watch_list_duration_seconds; a dying server's last seconds are not scraped; LIST counts\n" +
-		"  the harness's one consistent LIST at the end); MiB: bytes the agents read;\n" +
-		"  cpu-0, cpu-1: each apiserver's CPU seconds (/proc, all its processes); rss: peak RSS MiB of either; etcd: etcd's CPU\n" +
-		"  seconds; ranges: etcd range requests\n" +
-		"  (grpc_server_handled_total{grpc_method=\"Range\"}); rq/s, p99: requests/s through the balancer,\n" +
-		"  peak and 99th percentile second; half/all: worst restart, seconds from the SIGTERM until half / all caches held the\n" +
-		"  first change to their pods after it (informers); lag: the same from that change's write; miss: such changes never\n" +
-		"  seen; caches: informers' caches equal to the server at the end; raw ended: raw watchers whose one watch ended before\n" +
-		"  the run did / raw watchers, c: closed without an ERROR event, g: on an ERROR 410, e: on another ERROR (or the Watch\n" +
-		"  call failed); r-miss: the writer's changes to the raw watchers' pods after their LIST never received, summed;\n" +
-		"  retry, resume, bdgt: kretry's retries, resumes, budget refusals (all agents);\n" +
-		"  410: 410s answered, on the wire: 410 answers, and the ERROR 410 events of watch streams (a watch cache's 410\n" +
-		"  to a watch is a 200 whose one event is the 410, a 200 to apiserver_request_total); agts: the agents' process's CPU seconds; busy: the machine's CPU\n" +
-		"  busy over the run (all cores; near 100%: the machine, not the control plane, is the limit); load: load average.\n")
+	b.WriteString("Over the upgrade (from the writer's start to caches equal at the end): apis: apiservers behind the balancer;\n" +
+		"  agents: informers + raw watchers; relist: initial-state fetches the informers' client-go asked for; fetch/200:\n" +
+		"  LISTs + watch-lists the informers sent / answered 200 (below kretry: what the balancer passed; a raw watcher's one\n" +
+		"  LIST, before the upgrade, is in neither); LIST, WL: pods LISTs and watch-lists by the apiservers' own metrics\n" +
+		"  (apiserver_request_total, apiserver_watch_list_duration_seconds; a dying server's last seconds are not scraped;\n" +
+		"  LIST counts the harness's one consistent LIST at the end); MiB: response bodies the agents read; sent: MiB the\n" +
+		"  apiservers sent the agents, read off the agents' TCP connections (TLS handshakes, HTTP/2 frames, bodies); hs: of\n" +
+		"  them, MiB each new connection read before its first request (its TLS handshake); conns: connections the agents\n" +
+		"  opened; cpu (each): the apiservers' CPU seconds, summed (each apiserver's; /proc, all its processes); cpu5s:\n" +
+		"  their CPU seconds in the busiest 5 s (per-second samples, summed over apiservers); rss: peak RSS MiB of any;\n" +
+		"  etcd: etcd's CPU seconds; ranges: etcd range requests\n" +
+		"  (grpc_server_handled_total{grpc_method=\"Range\"}); rq/s, p99: requests/s through the balancer, peak and 99th\n" +
+		"  percentile second; patch ms: the writer's PATCH latency through the balancer, p50/p99 of those that succeeded;\n" +
+		"  wfail: PATCHes that failed (an error, or no answer in 5 s), not in the latency; half/all: worst restart, seconds\n" +
+		"  from the SIGTERM until half / all caches held the first change to their pods after it (informers); lag: the same\n" +
+		"  from that change's write; miss: such changes never seen; caches: informers' caches equal to the server at the\n" +
+		"  end; raw ended: raw watchers whose one watch ended before the run did / raw watchers, c: closed without an ERROR\n" +
+		"  event, g: on an ERROR 410, e: on another ERROR (or the Watch call failed); r-miss: the writer's changes to the raw\n" +
+		"  watchers' pods after their LIST never received, summed; retry, resume, bdgt: kretry's retries, resumes, budget\n" +
+		"  refusals (all agents); 410: 410s answered, on the wire: 410 answers, and the ERROR 410 events of watch streams (a\n" +
+		"  watch cache's 410 to a watch is a 200 whose one event is the 410, a 200 to apiserver_request_total); agts: the\n" +
+		"  agents' process's CPU seconds; busy: the machine's CPU busy over the run (all cores; near 100%: the machine, not\n" +
+		"  the control plane, is the limit); load: load average.\n")
 	return b.String()
-}
-
-// fleetHATotals sums one pace's runs of one client.
-type fleetHATotals struct {
-	runs                 int
-	relists, wireFetches int64
-	cpu                  float64
-}
-
-func fleetHASum(runs []*fleetHARun, pace, client string) fleetHATotals {
-	var s fleetHATotals
-	for _, r := range runs {
-		if r.Pace != pace || r.Client != client {
-			continue
-		}
-		s.runs++
-		s.relists += r.Relists
-		s.wireFetches += r.WireFetches
-		for _, c := range r.CPU {
-			s.cpu += c
-		}
-	}
-	return s
 }
 
 func machineLine() string {

@@ -46,19 +46,20 @@ var upgradeProfiles = []upgradeProfile{
 
 // Environment knobs of TestRollingUpgrade, for measuring more than the suite's one run.
 const (
-	upgradeRunsEnv    = "KRETRY_UPGRADE_RUNS"    // runs per profile (default 1)
-	upgradeBalanceEnv = "KRETRY_UPGRADE_BALANCE" // HAProxy's balance: roundrobin (default) or leastconn
-	upgradeTraceEnv   = "KRETRY_UPGRADE_TRACE"   // set: log every attempt and retry of kretry's clients
+	upgradeRunsEnv    = "KRETRY_UPGRADE_RUNS"       // runs per profile (default 1)
+	upgradeBalanceEnv = "KRETRY_UPGRADE_BALANCE"    // HAProxy's balance: roundrobin (default) or leastconn
+	upgradeTraceEnv   = "KRETRY_UPGRADE_TRACE"      // set: log every attempt and retry of kretry's clients
+	upgradeServersEnv = "KRETRY_UPGRADE_APISERVERS" // kube-apiservers behind the balancer (default 2)
 )
 
 // upgradeRounds is how many times each kube-apiserver is restarted.
 const upgradeRounds = 2
 
 // TestRollingUpgrade: an HA control plane's rolling upgrade. etcd and two kube-apiservers
-// (RBAC, so that HAProxy's anonymous /readyz checks are answered; --shutdown-send-retry-after;
-// --goaway-chance=0.02) behind HAProxy in TCP mode; a writer through HAProxy at ~10 changes/s;
-// each kube-apiserver SIGTERMed and started again in turn, twice round, the next one only once
-// the balancer has it back. Side by side through HAProxy, stock client-go and client-go through
+// (KRETRY_UPGRADE_APISERVERS: more; RBAC, so that HAProxy's anonymous /readyz checks are
+// answered; --shutdown-send-retry-after; --goaway-chance=0.02) behind HAProxy in TCP mode; a
+// writer through HAProxy at ~10 changes/s; each kube-apiserver SIGTERMed and started again in
+// turn, twice round, the next one only once the balancer has it back. Side by side through HAProxy, stock client-go and client-go through
 // kretry: a ConfigMap informer in JSON, one in protobuf, and a raw watcher (`kubectl get -w`:
 // no re-watch of its own) from the LIST's resourceVersion.
 //
@@ -67,30 +68,29 @@ const upgradeRounds = 2
 // profile: each informer fetched its initial state once, the raw watcher never ended and saw
 // every change. kretry, cloud profile: a resume that lands on the freshly restarted
 // kube-apiserver gets 410 (its watch cache begins after the resume point, the other server's
-// does not); kretry retries that 410 on up to six new connections within 3 s, and when every
-// one lands on the fresh server again (about one resume in 64 behind round robin) the 410
-// reaches the caller as any 410 does. So a relist and an ended raw watcher stay possible, if
+// does not); kretry retries that 410 on new connections within 3 s (at most twenty; six once
+// a reopening failed through the balancer and 3 s passed), and when every one lands on the
+// fresh server again (about one resume in 64 behind round robin, with six) the 410 reaches the
+// caller as any 410 does. So a relist and an ended raw watcher stay possible, if
 // rare (five runs without one: docs/e2e-rolling-upgrade.md), and the test asserts only what
 // holds anyway: no event lost or repeated before that 410, and a raw watcher ends only on one.
 //
-// KRETRY_UPGRADE_RUNS=5 repeats each profile; KRETRY_UPGRADE_BALANCE=leastconn changes the
+// Those odds are two apiservers'; behind three a new connection meets the fresh one one time in
+// three. KRETRY_UPGRADE_RUNS=5 repeats each profile; KRETRY_UPGRADE_BALANCE=leastconn changes the
 // balancer; KRETRY_UPGRADE_TRACE=1 logs every attempt and retry of kretry's clients. One line per
 // run goes to .apiserver/e2e-upgrade-figures.txt.
 func TestRollingUpgrade(t *testing.T) {
 	if _, err := apiserver.FindBinDir(); err != nil && os.Getenv(apiserver.E2EEnv) == "" {
 		t.Skipf("%v; set %s=1 to make this a failure", err, apiserver.E2EEnv)
 	}
-	runs := 1
-	if v := os.Getenv(upgradeRunsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive number", upgradeRunsEnv, v)
-		}
-		runs = n
-	}
+	runs := envInt(t, upgradeRunsEnv, 1)
 	balance := os.Getenv(upgradeBalanceEnv)
 	if balance == "" {
 		balance = "roundrobin"
+	}
+	servers := envInt(t, upgradeServersEnv, 2)
+	if servers < 2 {
+		t.Fatalf("%s=%d: want 2 or more", upgradeServersEnv, servers)
 	}
 	closeSharedCluster(t) // one cluster at a time on the machine
 	if path := upgradeFiguresFile(); path != "" {
@@ -99,7 +99,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for _, p := range upgradeProfiles {
 		t.Run(p.Name, func(t *testing.T) {
 			for run := 1; run <= runs; run++ {
-				rollingUpgrade(t, p, balance, run)
+				rollingUpgrade(t, p, balance, servers, run)
 			}
 		})
 	}
@@ -144,9 +144,9 @@ type upgradeResult struct {
 	Events    int           // raw watcher: events delivered
 }
 
-func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
+func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, servers, run int) {
 	ctx := context.Background()
-	c, lb, closeLB := startHAControlPlane(t, p, balance, 120*time.Second)
+	c, lb, closeLB := startHAControlPlane(t, p, balance, servers, 120*time.Second)
 	defer closeLB()
 
 	admin := kubernetes.NewForConfigOrDie(ownConnections(c.ConfigFor(lb.Addr(), apiserver.Admin)))
@@ -333,7 +333,7 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 		}
 		record(f)
 	}
-	line := upgradeLine(p, balance, run, clients, changes, fails)
+	line := upgradeLine(p, balance, servers, run, clients, changes, fails)
 	t.Log(line)
 	for _, s := range steps {
 		t.Log("  " + s)
@@ -341,20 +341,28 @@ func rollingUpgrade(t *testing.T, p upgradeProfile, balance string, run int) {
 	appendUpgradeFigures(line)
 }
 
-// startHAControlPlane starts two kube-apiservers that shut down as profile p says, behind HAProxy
-// checking them at p's pace, and waits for the balancer to have both up (rise 2 checks). The
-// cluster stops with the test; closeLB stops HAProxy and checks that its process is gone.
-func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, ready time.Duration) (c *apiserver.Cluster, lb *apiserver.HAProxy, closeLB func()) {
+// servingKeyEnv sets the key type of the apiservers' serving certificates in the HA control
+// planes (apiserver.Options.ServingKey): unset, RSA-2048 as kubeadm's default; "ecdsa-p256" to
+// see what TLS handshakes cost the apiservers (make fleet-ha's runs both ways).
+const servingKeyEnv = "KRETRY_FLEETHA_SERVING_KEY"
+
+// startHAControlPlane starts servers kube-apiservers (each with its own serving certificate)
+// that shut down as profile p says, behind HAProxy checking them at p's pace, and waits for one
+// round of the balancer's checks (HAProxy starts with every server up, and they are ready
+// before it starts). The cluster stops with the test; closeLB stops HAProxy and checks that its
+// process is gone.
+func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, servers int, ready time.Duration) (c *apiserver.Cluster, lb *apiserver.HAProxy, closeLB func()) {
 	t.Helper()
 	flags := append(append([]string(nil), apiserver.RBACFlags...),
 		"--shutdown-delay-duration="+p.ShutdownDelay.String(),
 		"--shutdown-send-retry-after=true",
 		"--goaway-chance=0.02",
 	)
-	c = apiserver.StartT(t, apiserver.Options{
-		Servers:      []apiserver.ServerOptions{{ExtraFlags: flags}, {ExtraFlags: flags}},
-		ReadyTimeout: ready,
-	})
+	opts := apiserver.Options{ReadyTimeout: ready, ServingKey: os.Getenv(servingKeyEnv)}
+	for range servers {
+		opts.Servers = append(opts.Servers, apiserver.ServerOptions{ExtraFlags: flags})
+	}
+	c = apiserver.StartT(t, opts)
 	var backends []string
 	for _, s := range c.Servers() {
 		backends = append(backends, s.Addr())
@@ -375,15 +383,18 @@ func startHAControlPlane(t *testing.T, p upgradeProfile, balance string, ready t
 			t.Errorf("haproxy pid %d survived Close", lbPID)
 		}
 	}
-	time.Sleep(3 * p.Inter)
+	time.Sleep(p.Inter)
 	return c, lb, closeLB
 }
 
 // upgradeLine is one run in one line: per client the initial-state fetches of the JSON and
 // protobuf informers and what the raw watcher missed.
-func upgradeLine(p upgradeProfile, balance string, run int, clients []*upgradeClient, changes, fails int) string {
+func upgradeLine(p upgradeProfile, balance string, servers, run int, clients []*upgradeClient, changes, fails int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-5s %-10s run %d:", p.Name, balance, run)
+	if servers != 2 {
+		fmt.Fprintf(&b, " %d apiservers:", servers)
+	}
 	for _, name := range []string{"stock", "kretry"} {
 		var fetches []string
 		raw := ""

@@ -2,10 +2,12 @@ package transport_test
 
 // Outside tests of how kretry tells apiservers apart by their TLS serving
 // certificate when a resume after a lost watch stream is answered 410 `too
-// old resource version: X (S)`: a 410 from another certificate than the
-// lost stream's is handed over at once; one from the same certificate (the
-// apiserver restarted) starts the search on new connections; a shared
-// certificate or plain HTTP keeps the old search. Written from the contract
+// old resource version: X (S)`: one from the lost stream's certificate (the
+// apiserver restarted) is searched past on new connections; one from
+// another certificate is an apiserver that lacks the point too, and the
+// search goes on while another may hold it (behind three, the third),
+// until the apiservers it heard from answer six 410s in a row; a shared
+// certificate tells them apart by the oldest resourceVersion they name. Written from the contract
 // only. The rig's apiservers (outside_rig_test.go), each with its own leaf
 // certificate from the rig's CA, sit behind its front, which the test
 // routes and cuts. Helpers are prefixed "idt". The resumes at an apiserver
@@ -62,23 +64,23 @@ func idtNewServer(r *rig, name string, opts serverOpts) *idtServer {
 
 func (b *idtServer) setTooOld(v bool) { b.mu.Lock(); b.tooOld = v; b.mu.Unlock() }
 
-// idtSetup is A and B (own certificates unless shared) behind a front that
-// sends every connection to A, and a Clientset through it (Rand 0.5).
+// idtSetup is A, B and C (own certificates unless shared) behind a front
+// that sends every connection to A, and a Clientset through it (Rand 0.5).
 type idtSetup struct {
 	*rig
-	a, b *idtServer
-	f    *rigFront
-	w    *rigWatch
+	a, b, c *idtServer
+	f       *rigFront
+	w       *rigWatch
 }
 
 func idtMake(t *testing.T, opts serverOpts, shared bool) *idtSetup {
 	s := &idtSetup{rig: newRig(t)}
-	optsA, optsB := opts, opts
-	optsA.cert, optsB.cert = "apiserver-a", "apiserver-b"
+	optsA, optsB, optsC := opts, opts, opts
+	optsA.cert, optsB.cert, optsC.cert = "apiserver-a", "apiserver-b", "apiserver-c"
 	if shared {
-		optsB.cert = optsA.cert
+		optsB.cert, optsC.cert = optsA.cert, optsA.cert
 	}
-	s.a, s.b = idtNewServer(s.rig, "A", optsA), idtNewServer(s.rig, "B", optsB)
+	s.a, s.b, s.c = idtNewServer(s.rig, "A", optsA), idtNewServer(s.rig, "B", optsB), idtNewServer(s.rig, "C", optsC)
 	s.f = s.front(s.a.rigServer)
 	return s
 }
@@ -131,32 +133,55 @@ func TestOutsideIdentity(t *testing.T) {
 		prepare func(s *idtSetup)
 		route   func(s *idtSetup) func(int) rigHop
 		resumed bool // the watch resumes; otherwise one 410 reaches the caller
-		// a, b are the new connections A and B must see resumes on: their
-		// resumes, but for HTTP/2's rides (rig.wantRides)
-		a, b   int
-		within time.Duration
+		// a, b, c are the new connections A, B and C must see resumes on:
+		// their resumes, but for HTTP/2's rides (rig.wantRides)
+		a, b, c int
+		within  time.Duration
 	}{
 		// (1) Fast pace: A leaves the front; every new connection reaches
-		// B, which answers 410 with another certificate: handed over at
-		// once, one resume request, no search.
+		// B, which answers 410 with another certificate: B lacks the point
+		// too, and the search goes on for an apiserver it has not heard
+		// from, until B has answered six 410s in a row, then hands the
+		// 410 over within the bound. Before: handed over at once.
 		{name: "fast pace: another certificate's 410", variants: idtTLSVariants,
 			prepare: func(s *idtSetup) { s.b.setTooOld(true) },
 			route:   func(s *idtSetup) func(int) rigHop { return always(hopTo(s.b.rigServer)) },
-			a:       0, b: 1, within: idtNoSearch},
+			a:       0, b: 6, within: idtBound + idtSlack},
+		// (1b) Fast pace behind three: A leaves the front; B (restarted
+		// before A) lacks the point, C holds it: round robin reaches C on
+		// the search's next new connection.
+		{name: "fast pace behind three: another certificate's 410, then the third", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.b.setTooOld(true) },
+			route: func(s *idtSetup) func(int) rigHop {
+				return roundRobin(hopTo(s.b.rigServer), hopTo(s.c.rigServer))
+			},
+			resumed: true, a: 0, b: 1, c: 1},
 		// (2) Restart in place: A answers 410 with the same certificate;
 		// round robin reaches B, which holds the point.
 		{name: "restart in place", variants: idtTLSVariants,
 			prepare: func(s *idtSetup) { s.a.setTooOld(true) },
 			route:   func(s *idtSetup) func(int) rigHop { return roundRobin(hopTo(s.a.rigServer), hopTo(s.b.rigServer)) },
 			resumed: true, a: 1, b: 1},
-		// (3) The search ends at another certificate's 410: A (restarted)
-		// 410s, the next new connection reaches B, fresh too.
-		{name: "the search ends at another certificate's 410", variants: idtTLSVariants,
+		// (2b) A rolling upgrade's second restart behind three: A
+		// (restarted) and B (restarted before it) both lack the point,
+		// and the search reaches C, which holds it.
+		{name: "behind three: the stream's restarted, another fresh, the third holds it", variants: idtTLSVariants,
+			prepare: func(s *idtSetup) { s.a.setTooOld(true); s.b.setTooOld(true) },
+			route: func(s *idtSetup) func(int) rigHop {
+				return roundRobin(hopTo(s.a.rigServer), hopTo(s.b.rigServer), hopTo(s.b.rigServer), hopTo(s.c.rigServer))
+			},
+			resumed: true, a: 1, b: 2, c: 1},
+		// (3) The search ends at the sixth 410 in a row once another
+		// certificate answered: A (restarted) 410s, and B, fresh too,
+		// answers the new connections after it two in three times; once B
+		// has answered, A's 410s count too (every apiserver lacks the
+		// point). Before, only B's counted: A 3, B 6.
+		{name: "the search ends at the sixth 410 in a row once another certificate answered", variants: idtTLSVariants,
 			prepare: func(s *idtSetup) { s.a.setTooOld(true); s.b.setTooOld(true) },
 			route: func(s *idtSetup) func(int) rigHop {
 				return roundRobin(hopTo(s.a.rigServer), hopTo(s.b.rigServer), hopTo(s.b.rigServer))
 			},
-			a: 1, b: 1, within: idtBound},
+			a: 3, b: 4, within: idtBound + idtSlack},
 		// (6) The search meets A's 410 twice more (same certificate, same
 		// S) before B answers: it goes on and resumes at B.
 		{name: "the same certificate's 410 again: the search goes on", variants: idtTLSVariants,
@@ -177,8 +202,10 @@ func TestOutsideIdentity(t *testing.T) {
 			},
 			route: func(s *idtSetup) func(int) rigHop { return roundRobin(hopTo(s.a.rigServer), hopTo(s.b.rigServer)) },
 			a:     1, b: 0, within: whenever},
-		// (8) Shared certificate: A's 410 (S) then B's with another S ends
-		// the search there.
+		// (8) Shared certificate: A's 410 (S) then B's with another S: B is
+		// another apiserver (its S tells it apart), and the search ends at
+		// the sixth 410 in a row after it answered, A's (its own) counting
+		// from then on.
 		{name: "shared certificate, another S", variants: idtTLSVariants[:2], shared: true,
 			prepare: func(s *idtSetup) {
 				s.b.mu.Lock()
@@ -188,7 +215,7 @@ func TestOutsideIdentity(t *testing.T) {
 				s.b.setTooOld(true)
 			},
 			route: func(s *idtSetup) func(int) rigHop { return roundRobin(hopTo(s.a.rigServer), hopTo(s.b.rigServer)) },
-			a:     1, b: 1, within: whenever},
+			a:     4, b: 3, within: whenever},
 		// (9) The first new connection is accepted and closed (A still
 		// coming up) before A's 410 and B: the failed connection does not
 		// change whose stream was lost; the search resumes at B.
@@ -214,8 +241,8 @@ func TestOutsideIdentity(t *testing.T) {
 					t.Errorf("the 410 took %v after the cut, want at most %v", at-cut, tc.within)
 				}
 				c := s.wantRides(t)
-				if a, b := c.at(s.a.rigServer), c.at(s.b.rigServer); a != tc.a || b != tc.b {
-					t.Errorf("resumes on new connections: A %d, B %d; want A %d, B %d; %v; %v", a, b, tc.a, tc.b, c, s)
+				if a, b, cc := c.at(s.a.rigServer), c.at(s.b.rigServer), c.at(s.c.rigServer); a != tc.a || b != tc.b || cc != tc.c {
+					t.Errorf("resumes on new connections: A %d, B %d, C %d; want A %d, B %d, C %d; %v; %v", a, b, cc, tc.a, tc.b, tc.c, c, s)
 				}
 			})
 		})
@@ -264,7 +291,9 @@ func TestOutsideIdentitySharedCertSearches(t *testing.T) {
 
 // (5) The stream broke on A and resumed on B; then it breaks on B and the
 // resume reaches A, which answers 410 (A's certificate is not the lost
-// stream's, B's): handed over at once.
+// stream's, B's): another apiserver that lacks the point, heard from; the
+// search ends at its sixth 410 in a row, within the bound. Before: handed
+// over at once.
 func TestOutsideIdentityLostStreamIsTheLatest(t *testing.T) {
 	t.Parallel()
 	eachVariant(t, idtTLSVariants, func(t *testing.T, opts serverOpts) {
@@ -276,11 +305,11 @@ func TestOutsideIdentityLostStreamIsTheLatest(t *testing.T) {
 		})
 		s.w.waitClosed()
 		d := s.w.wantGone(t, rigLastRV, s.String()) - cut
-		if len(s.a.resumes()) != 1 || len(s.b.resumes()) != 1 {
-			t.Errorf("want one resume at B, then one at A: %v", s)
+		if c := s.wantRides(t); c.at(s.a.rigServer) != 6 || len(s.b.resumes()) != 1 {
+			t.Errorf("want one resume at B, then six new connections at A: %v; %v", c, s)
 		}
-		if d > idtNoSearch {
-			t.Errorf("the 410 took %v after the second cut, want well under 1 s (no search)", d)
+		if d > idtBound+idtSlack {
+			t.Errorf("the 410 took %v after the second cut, want at most %v", d, idtBound)
 		}
 	})
 }

@@ -86,8 +86,11 @@ func TestExpiredResumeRetriedOnANewConnection(t *testing.T) {
 // TestExpiredEverywhereIsOne410 is the shape of a client looping on "too old
 // resource version" after an HA restart: the resume point is older than
 // every apiserver's cache. kretry delivers exactly one 410, after at most
-// twenty retries within 3 s, and the watch ends: no loop. A second apiserver
-// naming another oldest resourceVersion ends the retries at once.
+// twenty retries within 3 s, and the watch ends: no loop. Apiservers that
+// name other oldest resourceVersions than the first are others lacking the
+// point: the retries end at the sixth 410 in a row from apiservers heard
+// from already, the first one's counting once another has answered, behind
+// two or three.
 func TestExpiredEverywhereIsOne410(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -95,7 +98,12 @@ func TestExpiredEverywhereIsOne410(t *testing.T) {
 		requests int
 	}{
 		{"the same cache each time: twenty retries", func(int) string { return "500" }, 22},
-		{"two apiservers, each its own cache: one retry", func(n int) string { return []string{"500", "480"}[n%2] }, 3},
+		// Before, the second apiserver's 410 ended the search (3 requests),
+		// and behind three a client relisted though the third held its
+		// point; then, when only the other's 410s counted, the two took
+		// turns for 13 requests.
+		{"two apiservers, each its own cache: six 410s in a row from both", func(n int) string { return []string{"500", "480"}[n%2] }, 8},
+		{"three apiservers, each its own cache: six in a row once all were heard", func(n int) string { return []string{"500", "480", "490"}[n%3] }, 9},
 	}
 	for _, tt := range tests {
 		for _, inStream := range []bool{true, false} {
@@ -167,13 +175,16 @@ func TestExpiredAfterABalancerFailureSearched(t *testing.T) {
 	}
 }
 
-// TestExpiredFromAnotherApiserverHandedOver: a resume's 410 from an
+// TestExpiredFromAnotherApiserverSearchedOn: a resume's 410 from an
 // apiserver other than the one whose stream was lost (told apart by their
-// serving certificates) is handed over with no search; one from the
-// stream's own apiserver, restarted, is searched past until the apiserver
-// that holds the resume point answers. Fails before: the first retried the
-// 410 on twenty new connections, each reaching the same apiserver.
-func TestExpiredFromAnotherApiserverHandedOver(t *testing.T) {
+// serving certificates) says that one lacks the point, not that every
+// other does: behind three apiservers the third may hold it. The search
+// goes on until the apiservers it heard from answer six 410s in a row, or
+// one that holds the point answers; one from the stream's own apiserver,
+// restarted, is searched past too. Before, another apiserver's 410 was
+// handed over at once, and behind three a client relisted though the
+// third held its resume point.
+func TestExpiredFromAnotherApiserverSearchedOn(t *testing.T) {
 	for _, inStream := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inStream=%v", inStream), func(t *testing.T) {
 			ct := jsonStream
@@ -181,7 +192,7 @@ func TestExpiredFromAnotherApiserverHandedOver(t *testing.T) {
 			from := func(r reply, server string) reply { r.apiserver = server; return r }
 			gone := expired(t, ct, inStream, tooOld("101", "500"))
 
-			t.Run("another apiserver", func(t *testing.T) {
+			t.Run("another apiserver, again and again", func(t *testing.T) {
 				srv := newServer(t, ct, from(reply{body: first, cut: true, cutAt: len(first)}, "a"), from(gone, "b"))
 				srv.next = func(url.Values) reply { return from(gone, "b") }
 				h := newHarness(t, srv, nil)
@@ -189,8 +200,17 @@ func TestExpiredFromAnotherApiserverHandedOver(t *testing.T) {
 				if want := []seen{{Type: watch.Added, RV: "101"}, {Type: watch.Error, Code: 410}}; !reflect.DeepEqual(got, want) {
 					t.Fatalf("got %v, want %v", got, want)
 				}
-				if n := srv.requestCount(); n != 2 {
-					t.Errorf("%d requests, want 2: the watch and its resume, no retry", n)
+				if n := srv.requestCount(); n != 7 {
+					t.Errorf("%d requests, want 7: the watch, its resume, five retries reaching the same other apiserver", n)
+				}
+			})
+			t.Run("behind three: the third holds the point", func(t *testing.T) {
+				srv := newServer(t, ct, from(reply{body: first, cut: true, cutAt: len(first)}, "a"), from(gone, "b"), from(gone, "a"), from(gone, "b"),
+					from(reply{body: event(t, ct, watch.Modified, configMap("a", "102")), hold: true}, "c"))
+				h := newHarness(t, srv, nil)
+				wantAddedThenModified(t, h)
+				if n := srv.requestCount(); n != 5 {
+					t.Errorf("%d requests, want 5: the watch, 410s from b, a (restarted), b, the third's stream", n)
 				}
 			})
 			t.Run("the same apiserver, restarted", func(t *testing.T) {

@@ -4,9 +4,9 @@
 //
 //	go run . -in ../../.apiserver/soak.json -out soak.png
 //
-// With -fleet-ha it draws TestFleetHA's JSON instead (make fleet-ha): per pace, the requests
-// per second through the balancer and the apiservers' CPU over the rolling upgrade, stock
-// beside kretry.
+// With -fleet-ha it draws TestFleetHA's JSON instead (make fleet-ha): per apiserver count and
+// pace, the requests per second through the balancer and the apiservers' CPU over the rolling
+// upgrade, stock beside kretry.
 //
 //	go run . -fleet-ha -in ../../docs/fleet-ha.json -out ../../docs/fleet-ha.png
 //

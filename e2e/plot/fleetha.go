@@ -21,11 +21,14 @@ type HAPoint struct {
 
 // HARun is one rolling upgrade under one fleet, as TestFleetHA writes it.
 type HARun struct {
-	Pace     string    `json:"pace"`
-	Client   string    `json:"client"`
-	Run      int       `json:"run"`
-	Restarts []float64 `json:"restarts"`
-	Series   []HAPoint `json:"series"`
+	// APIServers is how many were behind the balancer; 0 (runs written before it was
+	// recorded) means two.
+	APIServers int       `json:"apiservers"`
+	Pace       string    `json:"pace"`
+	Client     string    `json:"client"`
+	Run        int       `json:"run"`
+	Restarts   []float64 `json:"restarts"`
+	Series     []HAPoint `json:"series"`
 }
 
 // HAFile is TestFleetHA's JSON.
@@ -39,22 +42,32 @@ func runFleetHA(in, out, title string) error { return plotFile(in, out, title, d
 
 var clientColor = map[string]color.Color{"stock": orange, "kretry": blue}
 
-// drawFleetHA draws, per pace (a column), the requests per second through the balancer and
-// the apiservers' CPU over the first run's upgrade, stock beside kretry, over seconds since
-// the first SIGTERM, with each SIGTERM marked.
+// haColumn is one column of the plot: the runs behind one apiserver count at one pace.
+type haColumn struct {
+	servers int
+	pace    string
+}
+
+// drawFleetHA draws, per apiserver count and pace (a column), the requests per second through
+// the balancer and the apiservers' CPU over the first run's upgrade, stock beside kretry, over
+// seconds since the first SIGTERM, with each SIGTERM marked.
 func drawFleetHA(w io.Writer, f HAFile, title string) error {
-	var paces []string
-	first := map[string]map[string]HARun{}
+	var columns []haColumn
+	first := map[haColumn]map[string]HARun{}
 	for _, r := range f.Runs {
-		if first[r.Pace] == nil {
-			first[r.Pace] = map[string]HARun{}
-			paces = append(paces, r.Pace)
+		col := haColumn{r.APIServers, r.Pace}
+		if col.servers == 0 {
+			col.servers = 2
 		}
-		if _, ok := first[r.Pace][r.Client]; !ok && len(r.Series) > 0 && len(r.Restarts) > 0 {
-			first[r.Pace][r.Client] = r
+		if first[col] == nil {
+			first[col] = map[string]HARun{}
+			columns = append(columns, col)
+		}
+		if _, ok := first[col][r.Client]; !ok && len(r.Series) > 0 && len(r.Restarts) > 0 {
+			first[col][r.Client] = r
 		}
 	}
-	if len(paces) == 0 {
+	if len(columns) == 0 {
 		return fmt.Errorf("no runs to draw")
 	}
 	rowsSpec := []struct {
@@ -62,21 +75,21 @@ func drawFleetHA(w io.Writer, f HAFile, title string) error {
 		value  func(HAPoint) float64
 	}{
 		{"requests/s through the balancer", func(p HAPoint) float64 { return p.Requests }},
-		{"apiservers' CPU (cores, both)", func(p HAPoint) float64 { return p.APICPU }},
+		{"apiservers' CPU (cores, summed)", func(p HAPoint) float64 { return p.APICPU }},
 	}
 	rows := make([][]*plot.Plot, len(rowsSpec))
 	for ri, rs := range rowsSpec {
-		for _, pace := range paces {
+		for _, col := range columns {
 			p := plot.New()
 			if ri == 0 {
-				p.Title.Text = fmt.Sprintf("%s: %s pace, %d agents", title, pace, f.Agents)
+				p.Title.Text = fmt.Sprintf("%s: %d apiservers, %s pace, %d agents", title, col.servers, col.pace, f.Agents)
 			}
 			p.X.Label.Text = "seconds since the first SIGTERM (dashed: each SIGTERM of the stock run)"
 			p.Y.Label.Text = rs.ylabel
 			p.Y.Min = 0
 			p.Legend.Top = true
 			for _, client := range []string{"stock", "kretry"} {
-				r, ok := first[pace][client]
+				r, ok := first[col][client]
 				if !ok {
 					continue
 				}
@@ -105,10 +118,10 @@ func drawFleetHA(w io.Writer, f HAFile, title string) error {
 			rows[ri] = append(rows[ri], p)
 		}
 	}
-	width, height := vg.Length(len(paces))*6*vg.Inch, 6*vg.Inch
+	width, height := vg.Length(len(columns))*6*vg.Inch, 6*vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(110))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(rows), Cols: len(paces), PadTop: vg.Points(6), PadBottom: vg.Points(6),
+	tiles := draw.Tiles{Rows: len(rows), Cols: len(columns), PadTop: vg.Points(6), PadBottom: vg.Points(6),
 		PadLeft: vg.Points(6), PadRight: vg.Points(12), PadX: vg.Points(16), PadY: vg.Points(10)}
 	canvases := plot.Align(rows, tiles, dc)
 	for i := range rows {

@@ -23,6 +23,22 @@ func TestDrawFleetHA(t *testing.T) {
 	if w, h := img.Bounds().Dx(), img.Bounds().Dy(); w <= h {
 		t.Errorf("two paces side by side should be wider than high, got %dx%d", w, h)
 	}
+	// The same paces behind three apiservers as well: four columns, twice as wide.
+	two := img.Bounds().Dx()
+	for _, r := range f.Runs {
+		r.APIServers = 3
+		f.Runs = append(f.Runs, r)
+	}
+	b.Reset()
+	if err := drawFleetHA(&b, f, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if img, err = png.Decode(&b); err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if w := img.Bounds().Dx(); w != 2*two {
+		t.Errorf("two and three apiservers: width %d, want %d", w, 2*two)
+	}
 	if err := drawFleetHA(&b, HAFile{}, "empty"); err == nil {
 		t.Error("a file without runs was drawn")
 	}

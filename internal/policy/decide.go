@@ -22,7 +22,8 @@ import "time"
 //  6. ListBodyBroke: resumed, the first break of a run at once, later ones
 //     after the backoff, within the window.
 //  7. Gone, a resume's after a lost connection, the watch cache's: retried
-//     at once on a new connection while the search goes on.
+//     at once on a new connection while the search goes on: within its
+//     bound and count, while an apiserver not heard from may answer.
 //  8. Gone otherwise: held for a draw from the step its run of failures
 //     reached, or handed over at once.
 //
@@ -242,7 +243,7 @@ func (t *Tracker) unlessPastDeadline(d Decision, now time.Time) Decision {
 func (t *Tracker) commit(f Failure, d Decision, now time.Time) {
 	switch {
 	case d.NewConnection:
-		t.search.retried(f, now, t.loss.searchLimit(now))
+		t.search.retried(f, t.loss.server, now, t.loss.searchLimit(now))
 	case f.Kind == StreamBroke && f.InvalidFrames == 0:
 		t.loss = loss{from: now.Add(d.Wait), server: f.Server}
 	}

@@ -81,14 +81,18 @@ func TestGoneHold(t *testing.T) {
 // connections (six when a reopening failed through something that accepted
 // it and the 410 came 3 s or more after the reopenings began, none when
 // every such failure was a refused connection) until 3 s after the first
-// 410, while the watch cache names the same oldest resourceVersion and the
-// 410 comes from the apiserver the stream lost (when known), under the
-// budget and the deadline; progress starts over. Every case begins with the
+// 410, while a new connection may still reach an apiserver the search has
+// not heard from (until five 410s in a row came from apiservers it had
+// heard from already, the stream's own counting once another answered), under the
+// budget and the deadline; progress starts over. Apiservers are told apart
+// by their serving certificates, or, when unknown, by the oldest
+// resourceVersion their watch caches name. Every case begins with the
 // stream's break (the lost connection).
 func TestGoneSearch(t *testing.T) {
 	fresh := gone410("500")
 	over := func(conn string) policy.Failure { f := fresh; f.Connection = conn; return f }
 	from := func(server any) policy.Failure { f := fresh; f.Server = server; return f }
+	fromS := func(server any, oldest string) policy.Failure { f := gone410(oldest); f.Server = server; return f }
 	tests := []struct {
 		name   string
 		budget policy.BudgetConfig
@@ -115,14 +119,39 @@ func TestGoneSearch(t *testing.T) {
 		// 64 met the fresh apiserver every time.
 		{name: "the same fresh apiserver: twenty retries, then the 410",
 			gones: repeatFailure(fresh, 21), want: append(slices.Repeat([]bool{true}, 20), false)},
-		{name: "another apiserver names another oldest: expired everywhere",
-			gones: []policy.Failure{fresh, gone410("480")}, want: []bool{true, false}},
-		// Fails before: behind a balancer that had taken the stream's
-		// apiserver out, twenty retries each met the one left again.
-		{name: "another apiserver than the stream's: at once",
-			lost: "a", gones: []policy.Failure{from("b")}, want: []bool{false}},
-		{name: "the stream's apiserver, restarted: retried until another answers",
-			lost: "a", gones: []policy.Failure{from("a"), from("a"), from("b")}, want: []bool{true, true, false}},
+		{name: "another apiserver names another oldest: heard from, then five more of its 410s",
+			gones: append([]policy.Failure{fresh}, repeatFailure(gone410("480"), 7)...), want: append(slices.Repeat([]bool{true}, 6), false, false)},
+		// Fails before (at once): behind three apiservers, the one
+		// restarted before the stream's lacks the point, the third holds
+		// it.
+		{name: "another apiserver than the stream's lacks it: the search goes on",
+			lost: "a", gones: []policy.Failure{from("b"), from("b"), from("c")}, want: []bool{true, true, true}},
+		// Before, twenty retries each met the one left again behind a
+		// balancer that had taken the stream's apiserver out; then none.
+		{name: "another apiserver than the stream's, again and again: five more of its 410s",
+			lost: "a", gones: repeatFailure(from("b"), 7), want: append(slices.Repeat([]bool{true}, 5), false, false)},
+		{name: "every apiserver first heard from starts the count over",
+			lost: "a", gones: append(repeatFailure(from("b"), 5), repeatFailure(from("c"), 6)...),
+			want: append(slices.Repeat([]bool{true}, 10), false)},
+		// Fails before (twenty new connections): every apiserver
+		// restarted after etcd compacted past the point, the stream's
+		// own and the other took turns and only the other's counted.
+		{name: "the stream's own apiserver's 410s count once another answered",
+			lost: "a", gones: []policy.Failure{from("b"), from("a"), from("b"), from("a"), from("b"), from("a"), from("b")},
+			want: []bool{true, true, true, true, true, false, false}},
+		{name: "the stream's apiserver answers after another: still its own, and counted",
+			lost: "a", gones: append([]policy.Failure{from("b"), from("a"), from("a")}, repeatFailure(from("b"), 4)...),
+			want: append(slices.Repeat([]bool{true}, 5), false, false)},
+		// One certificate for every apiserver (or a balancer that ends
+		// TLS): the oldest resourceVersion tells them apart.
+		{name: "one certificate, another S: another apiserver heard from",
+			lost: "x", gones: append([]policy.Failure{fromS("x", "500")}, repeatFailure(fromS("x", "480"), 7)...),
+			want: append(slices.Repeat([]bool{true}, 6), false, false)},
+		{name: "the stream's apiserver, restarted: retried until another answers, then counted",
+			lost: "a", gones: append([]policy.Failure{from("a"), from("a"), from("b")}, repeatFailure(from("a"), 6)...),
+			want: append(slices.Repeat([]bool{true}, 7), false, false)},
+		{name: "a 410 that rode the old connection is not one more in a row",
+			lost: "a", gones: riddenFrom("b", 5), want: append(slices.Repeat([]bool{true}, 10), false)},
 		{name: "the answering apiserver known, the stream's not: as if neither were",
 			gones: []policy.Failure{from("b")}, want: []bool{true}},
 		{name: "the stream's apiserver known, the answering one not: as if neither were",
@@ -162,9 +191,10 @@ func TestGoneSearch(t *testing.T) {
 			cause:   http2.GoAwayError{ErrCode: http2.ErrCodeNo},
 			reopens: []time.Duration{2 * time.Second}, refused: []bool{false},
 			gones: repeatFailure(fresh, 7), waits: []time.Duration{2600 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
-		{name: "a cut-off search ends at another oldest too",
+		{name: "a cut-off search: six new connections, whoever answers",
 			reopens: []time.Duration{3 * time.Second}, refused: []bool{false},
-			gones: []policy.Failure{fresh, gone410("480")}, waits: []time.Duration{100 * time.Millisecond}, want: []bool{true, false}},
+			gones: []policy.Failure{fresh, gone410("480"), gone410("490"), fresh, gone410("480"), gone410("490"), gone410("490")},
+			waits: []time.Duration{100 * time.Millisecond}, want: append(slices.Repeat([]bool{true}, 6), false)},
 		{name: "reopens failed, the 410 within 3s of the loss: retried",
 			reopens: []time.Duration{0, 1500 * time.Millisecond}, refused: []bool{true, true},
 			gones: repeatFailure(fresh, 8), waits: []time.Duration{1400 * time.Millisecond}, want: slices.Repeat([]bool{true}, 8)},
@@ -236,6 +266,18 @@ func ridden(over func(string) policy.Failure, n int) []policy.Failure {
 		gones = append(gones, over(c), over(c))
 	}
 	return append(gones, over(fmt.Sprintf("c%d", n+1)))
+}
+
+// riddenFrom is n new connections' 410s from the apiserver server, each
+// retry riding the one before it once, and the first 410 of the connection
+// after them.
+func riddenFrom(server string, n int) []policy.Failure {
+	over := func(c string) policy.Failure {
+		f := gone410("500")
+		f.Server, f.Connection = server, c
+		return f
+	}
+	return ridden(over, n)
 }
 
 func repeatFailure(f policy.Failure, n int) []policy.Failure {

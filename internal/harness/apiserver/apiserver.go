@@ -78,7 +78,17 @@ type Options struct {
 	Dir string
 	// ReadyTimeout bounds the wait for etcd and each /readyz; 0 means 60s.
 	ReadyTimeout time.Duration
+	// ServingKey is the key type of each apiserver's serving certificate: "" or "rsa-2048"
+	// (kubeadm's default), or "ecdsa-p256" (kubeadm's ClusterConfiguration
+	// encryptionAlgorithm: ECDSA-P256), whose handshakes cost the apiserver far less CPU.
+	ServingKey string
 }
+
+// Serving key types of Options.ServingKey.
+const (
+	ServingKeyRSA2048   = "rsa-2048"
+	ServingKeyECDSAP256 = "ecdsa-p256"
+)
 
 // Cluster is one etcd and the kube-apiservers started against it.
 type Cluster struct {
@@ -131,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	if c.pki, err = writePKI(c.dir); err != nil {
+	if c.pki, err = writePKI(c.dir, opts.ServingKey); err != nil {
 		return nil, err
 	}
 	if err = c.writeTokens(); err != nil {

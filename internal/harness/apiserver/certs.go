@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,7 +21,11 @@ import (
 // pki holds the files written for one cluster: a CA, the service-account signing key, and a
 // serving certificate for loopback signed by the CA for each kube-apiserver, written when it
 // first starts. Each apiserver has its own, as kubeadm gives each control-plane node its own: a
-// client behind a balancer that passes TLS through can tell the apiservers apart by it.
+// client behind a balancer that passes TLS through can tell the apiservers apart by it. As
+// kubeadm's by default, each is the leaf alone on an RSA-2048 key (ECDSA P-256 when Options say
+// so, as kubeadm's encryptionAlgorithm ECDSA-P256 gives): a TLS handshake costs the
+// apiserver and the wire what it costs in a kubeadm cluster (the CA's ECDSA key is the
+// harness's own, and signs nothing a client sees in a handshake).
 type pki struct {
 	dir         string
 	caPEM       []byte
@@ -29,13 +34,20 @@ type pki struct {
 	saKey       string
 	saPublicKey string
 
+	servingKey string // Options.ServingKey
+
 	mu      sync.Mutex
 	serving map[int][2]string // server index: its certificate and key files
 }
 
 // writePKI generates the cluster's keys in dir. Everything is generated in-process with crypto/*
 // so no external tool (openssl) is needed.
-func writePKI(dir string) (*pki, error) {
+func writePKI(dir, servingKey string) (*pki, error) {
+	switch servingKey {
+	case "", ServingKeyRSA2048, ServingKeyECDSAP256:
+	default:
+		return nil, fmt.Errorf("serving key %q: want %q or %q", servingKey, ServingKeyRSA2048, ServingKeyECDSAP256)
+	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -73,6 +85,7 @@ func writePKI(dir string) (*pki, error) {
 		saKey:       filepath.Join(dir, "sa.key"),
 		saPublicKey: filepath.Join(dir, "sa.pub"),
 		serving:     map[int][2]string{},
+		servingKey:  servingKey,
 	}
 	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
@@ -97,7 +110,7 @@ func (p *pki) servingPair(index int) (cert, key string, err error) {
 	if pair, ok := p.serving[index]; ok {
 		return pair[0], pair[1], nil
 	}
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	servingKey, keyPEM, err := newServingKey(p.servingKey)
 	if err != nil {
 		return "", "", err
 	}
@@ -112,25 +125,41 @@ func (p *pki) servingPair(index int) (cert, key string, err error) {
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, p.caCert, &servingKey.PublicKey, p.caKey)
-	if err != nil {
-		return "", "", err
-	}
-	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
+	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, p.caCert, servingKey.Public(), p.caKey)
 	if err != nil {
 		return "", "", err
 	}
 	cert = filepath.Join(p.dir, fmt.Sprintf("serving-%d.crt", index))
 	key = filepath.Join(p.dir, fmt.Sprintf("serving-%d.key", index))
 	err = writeFiles(map[string][]byte{
-		cert: append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}), p.caPEM...),
-		key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
+		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
+		key:  keyPEM,
 	})
 	if err != nil {
 		return "", "", err
 	}
 	p.serving[index] = [2]string{cert, key}
 	return cert, key, nil
+}
+
+// newServingKey generates a serving key of the type kind (see Options.ServingKey) and its PEM.
+func newServingKey(kind string) (crypto.Signer, []byte, error) {
+	if kind == ServingKeyECDSAP256 {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, nil, err
+		}
+		der, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		return key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), nil
 }
 
 func writeFiles(files map[string][]byte) error {

@@ -84,7 +84,7 @@ func TestFindBinDirMissing(t *testing.T) {
 }
 
 func TestWritePKI(t *testing.T) {
-	p, err := writePKI(t.TempDir())
+	p, err := writePKI(t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
