@@ -85,7 +85,9 @@ def main(paths):
                 spread = se * (n / max(sizes))
                 low = min(lo[0] + lo[1] * n, mid) - spread
                 high = max(hi[0] + hi[1] * n, mid) + spread
-                preds.append(f"N={n}: {mid:9.0f} [{max(low, 0):.0f}, {high:.0f}]")
+                # Every figure is a count or an amount: a line that falls below zero
+                # (kretry's relists, flat in N) predicts none.
+                preds.append(f"N={n}: {max(mid, 0):9.0f} [{max(low, 0):.0f}, {max(high, 0):.0f}]")
             print(f"  {name:20s} = {a:8.1f} + {b:8.4f}*N   " + "   ".join(preds))
 
 
